@@ -1,0 +1,3 @@
+from speedopt.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""The engine interface: how speedopt drives one trainer for one trial.
+
+An engine builds the real trainer with the trial's knobs and wires the trainer's own batch hooks
+to a :class:`~speedopt.measurement.StepClock`, which stops training (by raising TrialFinished)
+once warm-up and measured steps are done. Everything else (process isolation, timeout, telemetry,
+the result) is the trial's job, shared by all engines. A new trainer is one new file.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from speedopt.knobs import Knobs
+from speedopt.measurement import StepClock
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    """What an engine trains: the knobs as they will run, on which data and device, where to write."""
+
+    data_yaml: str
+    knobs: Knobs
+    device: str
+    images: int  # train images this trial uses (a leading subset when below images_total)
+    images_total: int
+    epochs: int  # nominal epochs of the full run: sets the LR schedule and optimizer as the real run would
+    workdir: Path  # the trial's private folder; the engine writes run folders only here
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What the engine observed about the run as it actually happened inside the trainer."""
+
+    workers_used: int
+    images_used: int
+    batch_used: int
+    cache_used: str
+    amp_used: bool
+    notes: tuple[str, ...] = field(default=())
+
+
+class Engine(abc.ABC):
+    """A trainer adapter. Subclasses implement :meth:`version` and :meth:`train`; the rest are optional hooks."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def version(self) -> str | None:
+        """Version of the installed trainer, without importing it when possible (None if missing)."""
+
+    def environment(self, cache_dir: Path) -> dict[str, str]:
+        """Environment variables for the trial process (offline switches, private config dirs)."""
+        return {}
+
+    def prepare(self, cache_dir: Path) -> None:
+        """Run inside the trial process before :meth:`train`: offline set-up (local fonts, settings)."""
+
+    @abc.abstractmethod
+    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
+        """Train with the run's knobs until ``clock`` raises TrialFinished; report what actually ran.
+
+        Must call ``clock.batch_start()`` when a batch has arrived and ``clock.batch_end(n)`` after its
+        step, with the device synchronised. Raise TrialRejected when the trainer would not run the
+        knobs as asked (a silently reduced batch, a dropped cache).
+        """

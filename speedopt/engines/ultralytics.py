@@ -1,0 +1,151 @@
+"""The Ultralytics engine: trials of ``ultralytics`` DetectionTrainer on YOLOv5 architectures.
+
+Ultralytics >= 8.3 trains ``yolov5n.yaml`` ... ``yolov5x.yaml`` as YOLOv5u (anchor-free head).
+Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer forces to 0 on CPU),
+``on_train_start`` (check that cache and AMP stay as asked), ``on_train_batch_start`` /
+``on_train_batch_end`` (the step clock).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+from speedopt.engines.base import Engine, EngineReport, TrainRun
+from speedopt.knobs import MODEL_SCALES
+from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
+from speedopt.offline import place_font
+
+_INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
+
+
+def model_argument(model: str) -> str:
+    """The trainer's ``model=`` value: ``yolov5s`` -> ``yolov5s.yaml`` (built locally, never downloaded)."""
+    return f"{model}.yaml" if model in MODEL_SCALES else model
+
+
+def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
+    """The optimizer ``optimizer=auto`` would pick for the FULL run (SGD past 10k iterations, else auto).
+
+    A trial trains on a subset, where ``auto`` would count fewer iterations and may pick AdamW.
+    """
+    iterations = -(-images_total // max(batch, 64)) * epochs
+    return "SGD" if iterations > 10_000 else "auto"
+
+
+class UltralyticsEngine(Engine):
+    name = "ultralytics"
+
+    def version(self) -> str | None:
+        try:
+            return importlib.metadata.version("ultralytics")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def environment(self, cache_dir: Path) -> dict[str, str]:
+        # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
+        # off telemetry and integrations (an installed mlflow would otherwise log every trial).
+        return {"YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config")}
+
+    def prepare(self, cache_dir: Path) -> None:
+        from ultralytics.utils import SETTINGS, USER_CONFIG_DIR
+
+        place_font(Path(USER_CONFIG_DIR))  # check_det_dataset() wants Arial.ttf and would download it
+        wanted = {"sync": False, **{k: False for k in _INTEGRATIONS}}
+        if any(SETTINGS.get(k) != v for k, v in wanted.items()):
+            SETTINGS.update(wanted)
+
+    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
+        import torch
+        import ultralytics.engine.trainer as trainer_module
+        from ultralytics.models.yolo.detect import DetectionTrainer
+        from ultralytics.utils import callbacks
+
+        knobs = run.knobs
+        if knobs.amp:
+            # check_amp() downloads yolo26n.pt to compare FP32/AMP outputs. speedopt measures AMP as asked;
+            # its accuracy is the quality probe's job, so the check is skipped rather than downloaded.
+            trainer_module.check_amp = lambda model: True
+        overrides = {
+            "model": model_argument(knobs.model),
+            "data": run.data_yaml,
+            "imgsz": knobs.imgsz,
+            "batch": knobs.batch,
+            "workers": knobs.workers,
+            "cache": False if knobs.cache == "none" else knobs.cache,
+            "amp": knobs.amp,
+            "freeze": knobs.freeze or None,
+            "device": run.device,
+            "epochs": run.epochs,
+            "optimizer": optimizer_for(run.images_total, knobs.batch, run.epochs),
+            "fraction": run.images if run.images < run.images_total else 1.0,
+            "project": str(run.workdir),
+            "name": "train",
+            "exist_ok": True,
+            "plots": False,
+            "val": False,
+            "save": False,
+            "seed": run.seed,
+        }
+        seen: dict[str, object] = {"images": knobs.batch}
+
+        def restore_workers(trainer) -> None:
+            trainer.args.workers = knobs.workers  # the trainer forced 0 on CPU; the knob must be real
+
+        def check_setup(trainer) -> None:
+            dataset = trainer.train_loader.dataset
+            seen.update(workers=trainer.train_loader.num_workers, images_used=len(dataset))
+            seen.update(cache=dataset.cache or "none", amp=bool(trainer.amp))
+            if knobs.cache != "none" and dataset.cache != knobs.cache:
+                raise TrialRejected(
+                    Status.INFEASIBLE,
+                    f"cache={knobs.cache} does not fit here: the trainer dropped it (not enough free RAM/disk)",
+                )
+            preprocess = trainer.preprocess_batch
+
+            def counted(batch):
+                seen["images"] = int(batch["img"].shape[0])
+                return preprocess(batch)
+
+            trainer.preprocess_batch = counted
+
+        def batch_start(trainer) -> None:
+            if trainer.batch_size != knobs.batch:
+                raise TrialRejected(
+                    Status.OOM, f"out of memory at batch={knobs.batch} (the trainer fell back to {trainer.batch_size})"
+                )
+            clock.batch_start()
+
+        def batch_end(trainer) -> None:
+            if trainer.device.type == "cuda":
+                torch.cuda.synchronize(trainer.device)
+            clock.batch_end(int(seen["images"]))
+
+        hooks = callbacks.get_default_callbacks()
+        hooks["on_pretrain_routine_start"].append(restore_workers)  # runs inside the trainer's __init__
+        hooks["on_train_start"].append(check_setup)
+        hooks["on_train_batch_start"].append(batch_start)
+        hooks["on_train_batch_end"].append(batch_end)
+        trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
+        try:
+            trainer.train()
+        except TrialFinished:
+            pass
+        finally:
+            for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
+                if hasattr(loader, "close"):
+                    loader.close()
+        notes = []
+        if knobs.workers != seen.get("workers"):
+            notes.append(
+                f"workers={knobs.workers} requested, the dataloader ran {seen.get('workers')} "
+                "(the trainer caps workers at the CPU cores and the batches per epoch)"
+            )
+        return EngineReport(
+            workers_used=int(seen["workers"]),
+            images_used=int(seen["images_used"]),
+            batch_used=int(trainer.batch_size),
+            cache_used=str(seen["cache"]),
+            amp_used=bool(seen["amp"]),
+            notes=tuple(notes),
+        )

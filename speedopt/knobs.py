@@ -1,0 +1,103 @@
+"""The speed knobs of a YOLOv5 training run: their values, domains and validation.
+
+A :class:`Knobs` value is one training configuration. It crosses module lines (CLI -> trial ->
+engine -> study), so it is a frozen dataclass with a plain-dict form for JSON and Optuna attrs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speedopt.errors import UsageError
+
+MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
+CACHE_MODES = ("none", "ram", "disk")
+STRIDE = 32  # YOLOv5 P5 models: the largest stride, so imgsz must be a multiple of it
+MAX_FREEZE = 24  # YOLOv5 has 25 modules (0-9 backbone, 10-23 head, 24 Detect); the Detect layer must train
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One training configuration. Defaults are the trainer's own defaults (YOLOv5s, 640, 16, 8 workers)."""
+
+    model: str = "yolov5s"
+    imgsz: int = 640
+    batch: int = 16
+    workers: int = 8
+    cache: str = "none"
+    amp: bool = True
+    freeze: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able form, the one stored in results and study attrs."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Knobs:
+        """Inverse of :meth:`to_dict`; unknown keys are an error, missing ones take the defaults."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise UsageError(f"unknown knob(s) {', '.join(unknown)}; known knobs: {', '.join(sorted(names))}")
+        return cls(**data)
+
+
+def resolve_model(model: str) -> str:
+    """Return a built-in scale name (``yolov5s``) or the absolute path of a local ``.pt``/``.yaml`` file.
+
+    Only local files are accepted: speedopt never downloads weights.
+    """
+    text = model.strip()
+    if text.lower() in MODEL_SCALES:
+        return text.lower()
+    path = Path(text).expanduser()
+    if path.suffix in (".pt", ".yaml", ".yml"):
+        if not path.is_file():
+            raise UsageError(f"model file not found: {text}; give a local .pt/.yaml file or one of {', '.join(MODEL_SCALES)}")
+        return str(path.resolve())
+    raise UsageError(f"unknown model {text!r}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
+
+
+def round_imgsz(imgsz: int) -> tuple[int, str | None]:
+    """Round imgsz up to a multiple of the model stride, as the trainer does, and say so."""
+    if imgsz <= 0:
+        raise UsageError(f"imgsz must be a positive multiple of {STRIDE}, got {imgsz}")
+    rounded = max(STRIDE, math.ceil(imgsz / STRIDE) * STRIDE)
+    if rounded != imgsz:
+        return rounded, f"imgsz={imgsz} is not a multiple of {STRIDE}; using imgsz={rounded}, as the trainer would"
+    return imgsz, None
+
+
+def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
+    """Check every knob; return the normalised knobs and notes about what was adjusted.
+
+    Raises :class:`UsageError` with one line naming the bad value and the fix.
+    """
+    notes: list[str] = []
+    if knobs.batch <= 0:
+        raise UsageError(f"batch must be a positive integer, got {knobs.batch} (AutoBatch is not a knob; give a size)")
+    if knobs.workers < 0:
+        raise UsageError(f"workers must be 0 or more, got {knobs.workers}")
+    if knobs.cache not in CACHE_MODES:
+        raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {knobs.cache!r}")
+    if not 0 <= knobs.freeze <= MAX_FREEZE - 1:
+        raise UsageError(f"freeze must be between 0 and {MAX_FREEZE - 1} (layers from the input), got {knobs.freeze}")
+    imgsz, note = round_imgsz(knobs.imgsz)
+    if note:
+        notes.append(note)
+    model = resolve_model(knobs.model)
+    return dataclasses.replace(knobs, imgsz=imgsz, model=model), notes
+
+
+def parse_bool(text: str) -> bool:
+    """Parse on/off style flags (on, off, true, false, 1, 0, yes, no)."""
+    value = text.strip().lower()
+    if value in ("on", "true", "1", "yes"):
+        return True
+    if value in ("off", "false", "0", "no"):
+        return False
+    raise UsageError(f"expected on or off, got {text!r}")

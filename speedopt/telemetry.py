@@ -1,0 +1,112 @@
+"""Background sampling of host RAM, CPU and GPU utilisation while a trial runs.
+
+One thread samples every ``interval`` seconds: RSS of the trial process plus all its descendants
+(dataloader workers hold their own copies of batches and, with cache=ram, of images), system-wide
+CPU utilisation, and GPU utilisation through NVML when a GPU index is given. pynvml is imported
+lazily and only on machines where it is asked for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float  # time.perf_counter()
+    rss_bytes: int
+    cpu_percent: float
+    gpu_util: float | None
+
+
+def tree_rss(process: psutil.Process) -> int:
+    """Resident memory of a process and all its live descendants, in bytes."""
+    total = 0
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+class _Nvml:
+    """Utilisation of one GPU via NVML; silent no-op where NVML is unavailable."""
+
+    def __init__(self, index: int):
+        self.handle = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._pynvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # no driver, no device: report None rather than fail the trial
+            self.handle = None
+
+    def util(self) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            return float(self._pynvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+        except Exception:
+            return None
+
+
+class Sampler:
+    """Samples this process tree in a daemon thread between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pid: int | None = None, interval: float = 0.2, gpu_index: int | None = None):
+        self.process = psutil.Process(pid)
+        self.interval = interval
+        self.gpu_index = gpu_index
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="speedopt-telemetry", daemon=True)
+
+    def start(self) -> Sampler:
+        psutil.cpu_percent(interval=None)  # prime: the first reading is meaningless
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        nvml = _Nvml(self.gpu_index) if self.gpu_index is not None else None
+        while not self._stop.is_set():
+            self.samples.append(
+                Sample(
+                    t=time.perf_counter(),
+                    rss_bytes=tree_rss(self.process),
+                    cpu_percent=psutil.cpu_percent(interval=None),
+                    gpu_util=nvml.util() if nvml else None,
+                )
+            )
+            self._stop.wait(self.interval)
+
+    @property
+    def peak_ram_mb(self) -> float | None:
+        """Highest RSS of the process tree seen over the whole trial (setup and cache fill included)."""
+        if not self.samples:
+            return None
+        return max(s.rss_bytes for s in self.samples) / 2**20
+
+    def means(self, window: tuple[float, float]) -> tuple[float | None, float | None]:
+        """Mean (CPU %, GPU util %) over the samples inside the measured window.
+
+        CPU percent is system-wide, over all cores (100 = every core busy). Each reading covers the
+        interval since the previous one, so a reading taken just after the window opens counts.
+        """
+        start, end = window
+        inside = [s for s in self.samples if start < s.t <= end + self.interval]
+        if not inside:
+            return None, None
+        cpu = sum(s.cpu_percent for s in inside) / len(inside)
+        gpus = [s.gpu_util for s in inside if s.gpu_util is not None]
+        return cpu, (sum(gpus) / len(gpus) if gpus else None)

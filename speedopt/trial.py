@@ -1,0 +1,264 @@
+"""One trial: prepare and check the request here, then measure it in an isolated subprocess.
+
+The subprocess (:mod:`speedopt.trial_process`) gets a clean CUDA context, and its dataloader
+workers and RAM cache die with it. It runs in its own session under a timeout; its run folders
+live in a private temporary folder removed afterwards; disk-cache files it adds to the dataset are
+removed too (an existing ``.npy`` is read by the trainer in *every* cache mode, so leftovers would
+falsify later trials). Files the user already had are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from speedopt import dataset as dataset_mod
+from speedopt import engines, knobs as knobs_mod, machine
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measurement import Status, TrialResult
+
+RAM_CACHE_MARGIN = 1.0  # as Ultralytics' check_cache_ram: the estimate must fit twice into available RAM
+DEFAULT_EPOCHS = 100  # the trainer's default; sets the LR schedule and optimizer choice as the full run would
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """A checked, ready-to-run trial: crosses into the trial process as JSON."""
+
+    data_yaml: str
+    knobs: Knobs  # as they will run (normalised, adjusted to this machine)
+    requested: Knobs  # as the user asked
+    device: str
+    engine: str = "ultralytics"
+    steps: int = 20
+    warmup: int = 5
+    timeout_s: float = 900.0
+    epochs: int = DEFAULT_EPOCHS
+    images: int = 0  # train images the trial uses
+    images_total: int = 0
+    seed: int = 0
+    cache_dir: str = ""
+    notes: tuple[str, ...] = ()
+    infeasible: str | None = None  # reason, when the request must not run at all
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialRequest:
+        data = json.loads(text)
+        data["knobs"] = Knobs(**data["knobs"])
+        data["requested"] = Knobs(**data["requested"])
+        data["notes"] = tuple(data["notes"])
+        return cls(**data)
+
+
+def cache_dir() -> Path:
+    """speedopt's own cache folder (local fonts, private trainer settings)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "speedopt"
+
+
+def prepare(
+    data: str,
+    requested: Knobs,
+    device: str | None = None,
+    engine: str = "ultralytics",
+    steps: int = 20,
+    warmup: int = 5,
+    timeout_s: float = 900.0,
+    epochs: int = DEFAULT_EPOCHS,
+    seed: int = 0,
+) -> TrialRequest:
+    """Check every input (raising UsageError) and decide how the trial runs on this machine."""
+    if steps < 2:
+        raise UsageError(f"--steps must be at least 2 (measured steps), got {steps}")
+    if warmup < 1:
+        raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
+    if timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive seconds, got {timeout_s}")
+    eng = engines.get(engine)
+    if eng.version() is None:
+        raise UsageError(f"the {engine} trainer is not installed; pip install {engine}")
+    ds = dataset_mod.load(data)
+    knobs, notes = knobs_mod.validate(requested)
+    dev = machine.parse_device(device)
+    if knobs.amp and dev == "cpu":
+        knobs = dataclasses.replace(knobs, amp=False)
+        notes.append("amp=off: AMP needs CUDA and this trial runs on the CPU")
+    total = len(ds.train_images)
+    needed = (warmup + steps) * knobs.batch
+    images = min(total, needed)
+    if images < total:
+        notes.append(f"trains on {images} of {total} images: enough for {warmup}+{steps} batches of {knobs.batch}")
+    infeasible = None
+    if knobs.cache == "ram":
+        need = dataset_mod.estimate_ram_cache_bytes(ds.train_images, knobs.imgsz) * (1 + RAM_CACHE_MARGIN)
+        free = psutil.virtual_memory().available
+        if need > free:
+            infeasible = (
+                f"cache=ram needs about {need / 2**30:.1f} GiB for {total} images at imgsz={knobs.imgsz} "
+                f"(estimate from 30 sampled images, with the trainer's 100% margin) "
+                f"but only {free / 2**30:.1f} GiB is available"
+            )
+    return TrialRequest(
+        data_yaml=str(ds.yaml_path),
+        knobs=knobs,
+        requested=requested,
+        device=dev,
+        engine=engine,
+        steps=steps,
+        warmup=warmup,
+        timeout_s=timeout_s,
+        epochs=epochs,
+        images=images,
+        images_total=total,
+        seed=seed,
+        cache_dir=str(cache_dir()),
+        notes=tuple(notes),
+        infeasible=infeasible,
+    )
+
+
+def _npy_files(request: TrialRequest) -> set[Path]:
+    """Disk-cache files beside the train images this trial uses."""
+    images = dataset_mod.load(request.data_yaml).train_images[: request.images]
+    return {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
+
+
+def _log_tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]  # keep a progress bar's final state
+    return "\n".join([r for r in rows if r][-lines:])
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=10)
+
+
+def _read_progress(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _without_run(request: TrialRequest, status: Status, message: str, **extra: Any) -> TrialResult:
+    return TrialResult(
+        status=status,
+        message=message,
+        config=request.knobs.to_dict(),
+        requested=request.requested.to_dict(),
+        device=request.device,
+        engine=request.engine,
+        engine_version=engines.get(request.engine).version(),
+        notes=request.notes,
+        steps=request.steps,
+        warmup=request.warmup,
+        images_total=request.images_total,
+        **extra,
+    )
+
+
+def run(request: TrialRequest, progress: Callable[[dict[str, Any]], None] | None = None) -> TrialResult:
+    """Measure the request in a subprocess; always returns a result, whatever happens inside."""
+    if request.infeasible:
+        return _without_run(request, Status.INFEASIBLE, request.infeasible)
+    eng = engines.get(request.engine)
+    npy_before = _npy_files(request) if request.knobs.cache == "disk" else set()
+    workdir = Path(tempfile.mkdtemp(prefix="speedopt-trial-"))
+    started = time.monotonic()
+    try:
+        (workdir / "request.json").write_text(request.to_json())
+        env = {**os.environ, **eng.environment(Path(request.cache_dir))}
+        with open(workdir / "trial.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "speedopt.trial_process", str(workdir)],
+                cwd=workdir,  # stray relative writes of the trainer land here, not in the user's folder
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a timeout kills workers too
+            )
+        try:
+            timed_out = _wait(proc, workdir, request.timeout_s, progress)
+        except BaseException:
+            _kill_group(proc)
+            raise
+        _kill_group(proc)  # dataloader workers that outlived the trial process
+        return _collect(request, proc, workdir, timed_out, time.monotonic() - started)
+    finally:
+        if request.knobs.cache == "disk":
+            for leftover in _npy_files(request) - npy_before:
+                leftover.unlink(missing_ok=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen, workdir: Path, timeout_s: float, progress) -> bool:
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            return True
+        if progress:
+            state = _read_progress(workdir / "progress.json")
+            if state and state != last:
+                progress(state)
+                last = state
+        time.sleep(0.2)
+    return False
+
+
+def _collect(request: TrialRequest, proc: subprocess.Popen, workdir: Path, timed_out: bool, wall: float) -> TrialResult:
+    result_file = workdir / "result.json"
+    tail = _log_tail(workdir / "trial.log")
+    if timed_out:
+        state = _read_progress(workdir / "progress.json") or {"phase": "setup"}
+        where = state["phase"] + (f" {state['done']}/{state['of']}" if "done" in state else "")
+        return _without_run(
+            request,
+            Status.TIMEOUT,
+            f"trial exceeded --timeout {request.timeout_s:g} s during {where}",
+            wall_s=wall,
+            log_tail=tail,
+        )
+    if result_file.is_file():
+        data = json.loads(result_file.read_text())
+        data["wall_s"] = wall
+        if data["status"] != Status.OK.value:
+            data["log_tail"] = tail
+        return TrialResult.from_dict(data)
+    code = proc.returncode
+    if code == -signal.SIGKILL:
+        return _without_run(
+            request,
+            Status.OOM,
+            "trial process was killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer",
+            wall_s=wall,
+            log_tail=tail,
+        )
+    last = tail.splitlines()[-1] if tail else "no output"
+    return _without_run(request, Status.ERROR, f"trial process exited with code {code}: {last}", wall_s=wall, log_tail=tail)
