@@ -15,6 +15,13 @@ def _fmt(value: object, unit: str = "", digits: int = 2) -> str:
     return f"{value}{unit}"
 
 
+def _knob(value: object) -> str:
+    """Knob values as the trainer's command line writes them (amp=on, not amp=True)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def trial_table(result: TrialResult) -> Table:
     """One trial's status, knobs as run and measured figures."""
     table = Table(title=f"trial: {result.status.value}", show_header=False, title_justify="left")
@@ -24,7 +31,7 @@ def trial_table(result: TrialResult) -> Table:
     table.add_row("message", result.message)
     table.add_row(
         "config (as run)",
-        " ".join(f"{k}={v}" for k, v in cfg.items()),
+        " ".join(f"{k}={_knob(v)}" for k, v in cfg.items()),
     )
     table.add_row("device / engine", f"{result.device} / {result.engine} {result.engine_version or ''}")
     table.add_row("images/s (measured)", _fmt(result.images_per_s, digits=1))

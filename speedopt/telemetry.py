@@ -1,6 +1,6 @@
 """Background sampling of host RAM, CPU and GPU utilisation while a trial runs.
 
-One thread samples every ``interval`` seconds: RSS of the trial process plus all its descendants
+One thread samples every ``interval`` seconds: memory of the trial process plus all its descendants
 (dataloader workers hold their own copies of batches and, with cache=ram, of images), system-wide
 CPU utilisation, and GPU utilisation through NVML when a GPU index is given. pynvml is imported
 lazily and only on machines where it is asked for.
@@ -18,17 +18,24 @@ import psutil
 @dataclass(frozen=True)
 class Sample:
     t: float  # time.perf_counter()
-    rss_bytes: int
+    mem_bytes: int  # PSS of the whole process tree (RSS where PSS is unavailable)
     cpu_percent: float
     gpu_util: float | None
 
 
-def tree_rss(process: psutil.Process) -> int:
-    """Resident memory of a process and all its live descendants, in bytes."""
+def tree_memory(process: psutil.Process) -> int:
+    """Memory of a process and all its live descendants, in bytes.
+
+    Proportional set size (PSS) where the OS offers it: forked dataloader workers share the parent's
+    pages (torch libraries, a RAM cache), and summing RSS would count those once per worker.
+    """
     total = 0
     for p in [process, *process.children(recursive=True)]:
         try:
-            total += p.memory_info().rss
+            try:
+                total += p.memory_full_info().pss
+            except (AttributeError, psutil.AccessDenied):
+                total += p.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
@@ -83,7 +90,7 @@ class Sampler:
             self.samples.append(
                 Sample(
                     t=time.perf_counter(),
-                    rss_bytes=tree_rss(self.process),
+                    mem_bytes=tree_memory(self.process),
                     cpu_percent=psutil.cpu_percent(interval=None),
                     gpu_util=nvml.util() if nvml else None,
                 )
@@ -92,10 +99,10 @@ class Sampler:
 
     @property
     def peak_ram_mb(self) -> float | None:
-        """Highest RSS of the process tree seen over the whole trial (setup and cache fill included)."""
+        """Highest memory (PSS) of the process tree seen over the whole trial (setup and cache fill included)."""
         if not self.samples:
             return None
-        return max(s.rss_bytes for s in self.samples) / 2**20
+        return max(s.mem_bytes for s in self.samples) / 2**20
 
     def means(self, window: tuple[float, float]) -> tuple[float | None, float | None]:
         """Mean (CPU %, GPU util %) over the samples inside the measured window.

@@ -137,8 +137,9 @@ def prepare(
 
 
 def _npy_files(request: TrialRequest) -> set[Path]:
-    """Disk-cache files beside the train images this trial uses."""
-    images = dataset_mod.load(request.data_yaml).train_images[: request.images]
+    """Disk-cache files beside the images this trial uses (the trainer caches the val split too)."""
+    ds = dataset_mod.load(request.data_yaml)
+    images = ds.train_images[: request.images] + ds.val_images
     return {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
 
 

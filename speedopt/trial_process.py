@@ -8,7 +8,6 @@ its own process group, so no trial or dataloader worker outlives a killed search
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -108,13 +107,10 @@ def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialRe
         import torch
 
         peak_gpu = torch.cuda.max_memory_reserved(int(request.device)) / 2**20
-    config = dataclasses.replace(
-        request.knobs, workers=report.workers_used, amp=report.amp_used, cache=report.cache_used
-    )
     return TrialResult(
         status=Status.OK,
         message=f"measured {request.steps} steps after {request.warmup} warm-up steps",
-        config=config.to_dict(),
+        config=report.knobs.to_dict(),
         notes=request.notes + report.notes,
         images_per_s=stats.images_per_s,
         step_s_median=stats.step_s_median,

@@ -35,11 +35,8 @@ class TrainRun:
 class EngineReport:
     """What the engine observed about the run as it actually happened inside the trainer."""
 
-    workers_used: int
+    knobs: Knobs  # read back from the trainer after its set-up: what it really runs
     images_used: int
-    batch_used: int
-    cache_used: str
-    amp_used: bool
     notes: tuple[str, ...] = field(default=())
 
 

@@ -9,10 +9,11 @@ Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer force
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from pathlib import Path
 
 from speedopt.engines.base import Engine, EngineReport, TrainRun
-from speedopt.knobs import MODEL_SCALES
+from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
 from speedopt.offline import place_font
 
@@ -87,15 +88,15 @@ class UltralyticsEngine(Engine):
             "save": False,
             "seed": run.seed,
         }
-        seen: dict[str, object] = {"images": knobs.batch}
+        seen: dict[str, object] = {"images": knobs.batch}  # filled by the hooks below
 
         def restore_workers(trainer) -> None:
             trainer.args.workers = knobs.workers  # the trainer forced 0 on CPU; the knob must be real
 
         def check_setup(trainer) -> None:
             dataset = trainer.train_loader.dataset
-            seen.update(workers=trainer.train_loader.num_workers, images_used=len(dataset))
-            seen.update(cache=dataset.cache or "none", amp=bool(trainer.amp))
+            seen["as_run"] = _knobs_as_run(trainer, knobs)
+            seen["images_used"] = len(dataset)
             if knobs.cache != "none" and dataset.cache != knobs.cache:
                 raise TrialRejected(
                     Status.INFEASIBLE,
@@ -135,17 +136,38 @@ class UltralyticsEngine(Engine):
             for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
                 if hasattr(loader, "close"):
                     loader.close()
+        as_run: Knobs = seen["as_run"]  # type: ignore[assignment]
         notes = []
-        if knobs.workers != seen.get("workers"):
+        if knobs.workers != as_run.workers:
             notes.append(
-                f"workers={knobs.workers} requested, the dataloader ran {seen.get('workers')} "
-                "(the trainer caps workers at the CPU cores and the batches per epoch)"
+                f"workers={knobs.workers} requested, the dataloader ran {as_run.workers} "
+                "(the trainer caps workers at the CPU cores and at the batches per epoch)"
             )
-        return EngineReport(
-            workers_used=int(seen["workers"]),
-            images_used=int(seen["images_used"]),
-            batch_used=int(trainer.batch_size),
-            cache_used=str(seen["cache"]),
-            amp_used=bool(seen["amp"]),
-            notes=tuple(notes),
-        )
+        return EngineReport(knobs=as_run, images_used=int(seen["images_used"]), notes=tuple(notes))
+
+
+def _knobs_as_run(trainer, asked: Knobs) -> Knobs:
+    """Read every knob back from the set-up trainer, so a knob the trainer ignored shows up as such."""
+    from ultralytics.utils.torch_utils import unwrap_model
+
+    model = unwrap_model(trainer.model)
+    frozen = set()
+    for name, param in model.named_parameters():
+        match = re.match(r"model\.(\d+)\.", name)
+        if match and not param.requires_grad and ".dfl" not in name:
+            frozen.add(int(match.group(1)))
+    freeze = 0
+    while freeze in frozen:
+        freeze += 1
+    scale = (getattr(model, "yaml", None) or {}).get("scale")
+    name = f"yolov5{scale}" if asked.model in MODEL_SCALES and scale else asked.model
+    dataset = trainer.train_loader.dataset
+    return Knobs(
+        model=name,
+        imgsz=int(trainer.args.imgsz),
+        batch=int(trainer.batch_size),
+        workers=int(trainer.train_loader.num_workers),
+        cache=dataset.cache or "none",
+        amp=bool(trainer.amp),
+        freeze=freeze,
+    )

@@ -1,0 +1,50 @@
+import pytest
+
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs, parse_bool, resolve_model, round_imgsz, validate
+
+
+def test_imgsz_rounds_up_to_stride_and_says_so():
+    assert round_imgsz(640) == (640, None)
+    size, note = round_imgsz(300)
+    assert size == 320 and "300" in note and "320" in note
+    assert round_imgsz(1)[0] == 32
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"batch": 0}, "batch"),
+        ({"batch": -4}, "batch"),
+        ({"imgsz": 0}, "imgsz"),
+        ({"workers": -1}, "workers"),
+        ({"cache": "gpu"}, "cache"),
+        ({"freeze": 99}, "freeze"),
+        ({"model": "yolov9z"}, "unknown model"),
+        ({"model": "missing.pt"}, "not found"),
+    ],
+)
+def test_bad_knobs_raise_one_line(change, match):
+    with pytest.raises(UsageError, match=match) as info:
+        validate(Knobs(**change))
+    assert "\n" not in str(info.value)
+
+
+def test_model_resolution(tmp_path):
+    assert resolve_model("YOLOv5M") == "yolov5m"
+    weights = tmp_path / "best.pt"
+    weights.write_bytes(b"x")
+    assert resolve_model(str(weights)) == str(weights.resolve())
+
+
+def test_dict_round_trip_and_unknown_keys():
+    knobs = Knobs(model="yolov5n", imgsz=320, batch=8, workers=2, cache="ram", amp=False, freeze=3)
+    assert Knobs.from_dict(knobs.to_dict()) == knobs
+    with pytest.raises(UsageError, match="unknown knob"):
+        Knobs.from_dict({"lr": 0.1})
+
+
+def test_parse_bool():
+    assert parse_bool("on") is True and parse_bool("OFF") is False
+    with pytest.raises(UsageError):
+        parse_bool("maybe")
