@@ -82,7 +82,44 @@ def _build_parser() -> argparse.ArgumentParser:
     trial.add_argument("--warmup", type=_int, default=5, help="warm-up batches, not measured (default 5)")
     trial.add_argument("--device", default=None, help="cpu or a GPU index such as 0 (default: GPU 0 if any, else cpu)")
     trial.add_argument("--timeout", type=float, default=900.0, help="seconds before the trial is killed (default 900)")
+    trial.add_argument(
+        "--ram-limit", type=float, default=None, metavar="GIB",
+        help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
+    )
     trial.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    search = sub.add_parser(
+        "search",
+        help="run an Optuna study of trials over the speed knobs and recommend the fastest config",
+        description="Run an Optuna study (TPE sampler) of short, real training trials over workers, batch, imgsz, "
+        "cache, amp, model and freeze, maximising steady-state images/s. Trial 0 is your baseline (--baseline, "
+        "else the trainer's defaults). Trials that end oom, timeout, infeasible or error are recorded with their "
+        "status and reason and count as violating the study's constraint, so the sampler avoids them and they are "
+        "never recommended. Re-running the same command resumes the study and runs only the missing trials; "
+        "a search killed mid-trial continues (the interrupted trial is failed and retried). Trials on one host "
+        "never overlap: a host-wide lock serialises them across searches.",
+        epilog="space file (YAML): each knob maps to a list of values or {low, high, step}, e.g.\n"
+        "  batch: [8, 16, 32]\n  imgsz: {low: 320, high: 640, step: 64}\n  cache: [none, ram]\n"
+        "exit status: 0 when the study has a feasible best trial, 1 when none measured ok, 2 for bad input.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    search.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
+    search.add_argument("--trials", type=_int, default=20, help="complete trials the study should hold, baseline included (default 20)")
+    search.add_argument("--timeout", type=float, default=None, help="stop starting new trials after this many seconds")
+    search.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db) or a journal file *.log")
+    search.add_argument("--study", default=None, help="study name (default: <dataset>-<gpu-or-cpu>-<hash of dataset and machine>)")
+    search.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains")
+    search.add_argument("--fix", action="append", default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
+    search.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
+    search.add_argument("--steps", type=_int, default=20, help="measured batches per trial (default 20)")
+    search.add_argument("--warmup", type=_int, default=5, help="warm-up batches per trial (default 5)")
+    search.add_argument("--seed", type=_int, default=0, help="sampler seed (default 0)")
+    search.add_argument("--device", default=None, help="cpu or a GPU index (default: GPU 0 if any, else cpu)")
+    search.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before one trial is killed (default 900)")
+    search.add_argument("--ram-limit", type=float, default=None, metavar="GIB", help="RAM (GiB) cache=ram may use (default: what is free)")
+
+    studies = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
+    studies.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
     return parser
 
 
@@ -132,6 +169,7 @@ def _cmd_trial(args: argparse.Namespace) -> int:
         steps=args.steps,
         warmup=args.warmup,
         timeout_s=args.timeout,
+        ram_limit_bytes=int(args.ram_limit * 2**30) if args.ram_limit else None,
     )
     for note in request.notes:
         err.print(f"note: {note}", highlight=False)
@@ -154,7 +192,88 @@ def _cmd_trial(args: argparse.Namespace) -> int:
     return 0 if result.status.value == "ok" else 1
 
 
-COMMANDS = {"demo-data": _cmd_demo_data, "trial": _cmd_trial}
+def _quiet_optuna() -> None:
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from speedopt import command, progress, search
+
+    if args.ram_limit is not None and args.ram_limit <= 0:
+        raise UsageError(f"--ram-limit must be positive GiB, got {args.ram_limit}")
+    plan = search.plan(
+        args.data,
+        trials=args.trials,
+        timeout_s=args.timeout,
+        storage=args.storage,
+        study=args.study,
+        space_file=args.space,
+        fix=args.fix,
+        baseline=args.baseline,
+        steps=args.steps,
+        warmup=args.warmup,
+        seed=args.seed,
+        device=args.device,
+        trial_timeout_s=args.trial_timeout,
+        ram_limit_gb=args.ram_limit,
+    )
+    _quiet_optuna()
+    err = Console(stderr=True)
+    view = progress.LiveView(err) if err.is_terminal else progress.PlainView(err)
+    result = search.run(plan, view)
+    out = Console()
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(result.by_status.items()))
+    out.print(f"study {result.study_name}: {result.complete} complete trials ({counts})", highlight=False)
+    if result.best is None:
+        out.print("no trial measured ok: see the statuses above", highlight=False)
+        return 1
+    from speedopt.knobs import Knobs
+
+    best = Knobs.from_dict(result.best.config)
+    base = result.baseline
+    out.print(f"best: trial {result.best_number}: {progress.knobs_text(best)}: {result.best.images_per_s:.1f} images/s", highlight=False)
+    if result.speedup is not None:
+        out.print(f"speedup over the baseline (trial 0, {base.images_per_s:.1f} images/s): {result.speedup:.2f}x, both measured in this study", highlight=False)
+    elif base is not None:
+        out.print(f"baseline ended {base.status.value}: {base.message}", highlight=False)
+    data, device = plan.attrs["data"], plan.attrs["device"]
+    out.print("train with:\n  " + command.yolo_train(data, best, device=None if device == "cpu" else device), highlight=False, soft_wrap=True)
+    out.print(
+        "measure it again:\n  " + command.speedopt_trial(data, best, device, plan.attrs["steps"], plan.attrs["warmup"]),
+        highlight=False,
+        soft_wrap=True,
+    )
+    return 0
+
+
+def _cmd_studies(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from speedopt import search
+
+    _quiet_optuna()
+    rows = search.list_studies(args.storage)
+    if not rows:
+        print(f"no studies in {args.storage or 'sqlite:///studies/speedopt.db'}")
+        return 0
+    table = Table("study", "trials", "complete", "ok", "best images/s", "speedup", "data")
+    for r in rows:
+        best = f"{r['best_images_per_s']:.1f}" if r["best_images_per_s"] is not None else "-"
+        speed = f"{r['speedup']:.2f}x" if r["speedup"] is not None else "-"
+        table.add_row(r["study"], str(r["trials"]), str(r["complete"]), str(r["ok"]), best, speed, str(r["data"]))
+    Console().print(table)
+    return 0
+
+
+COMMANDS = {"demo-data": _cmd_demo_data, "trial": _cmd_trial, "search": _cmd_search, "studies": _cmd_studies}
 
 
 def main(argv: list[str] | None = None) -> int:

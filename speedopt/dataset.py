@@ -124,3 +124,31 @@ def estimate_ram_cache_bytes(images: tuple[Path, ...], imgsz: int, sample: int =
         ratio = imgsz / max(h, w)
         total += int(h * w * 3 * ratio * ratio)
     return int(total * len(images) / max(1, len(chosen)))
+
+
+def fingerprint(ds: Dataset, sample: int = 30, seed: int = 0) -> dict:
+    """What the dataset is, as far as throughput and accuracy care: counts, mean image size, bytes.
+
+    The mean size comes from ``sample`` images' headers; total bytes from every train file's size.
+    ``id`` is a short hash of these figures: two copies of one dataset share it.
+    """
+    import hashlib
+
+    from PIL import Image
+
+    rng = random.Random(seed)
+    chosen = rng.sample(list(ds.train_images), min(sample, len(ds.train_images)))
+    sizes = []
+    for image in chosen:
+        with Image.open(image) as im:
+            sizes.append(im.size)
+    figures = {
+        "train_images": len(ds.train_images),
+        "val_images": len(ds.val_images),
+        "classes": len(ds.names),
+        "mean_width": round(sum(w for w, _ in sizes) / len(sizes)),
+        "mean_height": round(sum(h for _, h in sizes) / len(sizes)),
+        "train_bytes": sum(p.stat().st_size for p in ds.train_images),
+    }
+    figures["id"] = hashlib.sha256(repr(sorted(figures.items())).encode()).hexdigest()[:8]
+    return figures

@@ -85,6 +85,7 @@ def prepare(
     timeout_s: float = 900.0,
     epochs: int = DEFAULT_EPOCHS,
     seed: int = 0,
+    ram_limit_bytes: int | None = None,
 ) -> TrialRequest:
     """Check every input (raising UsageError) and decide how the trial runs on this machine."""
     if steps < 2:
@@ -111,11 +112,14 @@ def prepare(
     if knobs.cache == "ram":
         need = dataset_mod.estimate_ram_cache_bytes(ds.train_images, knobs.imgsz) * (1 + RAM_CACHE_MARGIN)
         free = psutil.virtual_memory().available
+        if ram_limit_bytes is not None:
+            free = min(free, ram_limit_bytes)
         if need > free:
             infeasible = (
                 f"cache=ram needs about {need / 2**30:.1f} GiB for {total} images at imgsz={knobs.imgsz} "
                 f"(estimate from 30 sampled images, with the trainer's 100% margin) "
                 f"but only {free / 2**30:.1f} GiB is available"
+                + (" (--ram-limit)" if ram_limit_bytes is not None and free == ram_limit_bytes else "")
             )
     return TrialRequest(
         data_yaml=str(ds.yaml_path),

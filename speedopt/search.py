@@ -1,0 +1,369 @@
+"""`speedopt search`: an Optuna study of short, real training trials over the speed knobs.
+
+:func:`plan` checks every input and decides the study (name, space, baseline, fingerprints)
+without touching storage, so bad input never leaves a half-made study. :func:`run` creates or
+resumes the study, enqueues the baseline as trial 0, and optimises steady-state images/s. Every
+trial ends in a closed status (ok, oom, timeout, infeasible, error): a non-ok trial is recorded
+with its status and message, scores 0 images/s and violates the ``measured`` constraint, so the
+sampler learns to avoid it and it can never be chosen as best.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from speedopt import __version__, dataset as dataset_mod, engines, hostlock, knobs as knobs_mod, machine
+from speedopt import space as space_mod
+from speedopt import trial as trial_mod
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measurement import Status, TrialResult
+from speedopt.storage import DEFAULT_URL, open_storage, retry_callback
+
+OBJECTIVE = "images/s"
+# Study attrs that define the measurement protocol: a resumed or joined study must match them.
+PROTOCOL_KEYS = ("data", "engine", "device", "space", "baseline", "steps", "warmup")
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A checked search, ready to run: everything a later worker or report needs is in ``attrs``."""
+
+    storage_url: str
+    study_name: str
+    trials: int
+    timeout_s: float | None
+    seed: int
+    space: space_mod.Space
+    baseline: Knobs
+    notes: tuple[str, ...]
+    attrs: dict[str, Any]
+    ram_limit_bytes: int | None = None
+    trial_timeout_s: float = 900.0
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """What a finished (or resumed-to-finish) search found, from the stored trials."""
+
+    study_name: str
+    complete: int
+    by_status: dict[str, int]
+    baseline: TrialResult | None
+    best: TrialResult | None
+    best_number: int | None
+
+    @property
+    def speedup(self) -> float | None:
+        """Best feasible images/s over the baseline's, both measured in this study."""
+        if not self.best or not self.baseline or self.baseline.status is not Status.OK:
+            return None
+        return self.best.images_per_s / self.baseline.images_per_s
+
+
+def _ram_available(limit: int | None) -> int:
+    free = psutil.virtual_memory().available
+    return min(free, limit) if limit else free
+
+
+def plan(
+    data: str,
+    *,
+    trials: int = 20,
+    timeout_s: float | None = None,
+    storage: str | None = None,
+    study: str | None = None,
+    space_file: str | None = None,
+    fix: list[str] | None = None,
+    baseline: str | None = None,
+    steps: int = 20,
+    warmup: int = 5,
+    seed: int = 0,
+    device: str | None = None,
+    engine: str = "ultralytics",
+    trial_timeout_s: float = 900.0,
+    ram_limit_gb: float | None = None,
+) -> SearchPlan:
+    """Check the inputs and decide the study; raises UsageError, touches no storage."""
+    if trials < 1:
+        raise UsageError(f"--trials must be at least 1, got {trials}")
+    if timeout_s is not None and timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive seconds, got {timeout_s}")
+    if ram_limit_gb is not None and ram_limit_gb <= 0:
+        raise UsageError(f"--ram-limit must be positive GiB, got {ram_limit_gb}")
+    if steps < 2 or warmup < 1:
+        raise UsageError(f"need --steps >= 2 and --warmup >= 1, got {steps} and {warmup}")
+    eng = engines.get(engine)
+    if eng.version() is None:
+        raise UsageError(f"the {engine} trainer is not installed; pip install {engine}")
+    ds = dataset_mod.load(data)
+    dev = machine.parse_device(device)
+    cuda = dev != "cpu"
+    base, notes = knobs_mod.validate(space_mod.parse_baseline(baseline))
+    if base.amp and not cuda:
+        base = dataclasses.replace(base, amp=False)
+        notes.append("baseline amp=off: AMP needs CUDA and this search runs on the CPU")
+    ram_limit = int(ram_limit_gb * 2**30) if ram_limit_gb else None
+    fp_machine = machine.fingerprint(str(ds.yaml_path.parent))
+    gpu_mb = fp_machine["gpus"][0]["memory_mb"] if cuda and fp_machine["gpus"] else None
+    file_domains = space_mod.load_file(space_file) if space_file else {}
+    fixed = space_mod.parse_fix(fix or [])
+    space = space_mod.default(base, machine.cpu_cores(), cuda, gpu_mb)
+    domains = {**space.domains, **file_domains, **fixed}
+    if not cuda and True in domains["amp"].values():
+        domains["amp"] = space_mod.Domain(choices=(False,))
+        notes.append("amp=on dropped from the space: AMP needs CUDA")
+    cache_values = domains["cache"].values()
+    if "ram" in cache_values and len(cache_values) > 1:
+        smallest = min(domains["imgsz"].values())
+        need = dataset_mod.estimate_ram_cache_bytes(ds.train_images, smallest) * (1 + trial_mod.RAM_CACHE_MARGIN)
+        if need > _ram_available(ram_limit):
+            domains["cache"] = space_mod.Domain(choices=tuple(v for v in cache_values if v != "ram"))
+            notes.append(
+                f"cache=ram left out of the space: even at imgsz={smallest} the train images need about "
+                f"{need / 2**30:.1f} GiB with the trainer's margin; {_ram_available(ram_limit) / 2**30:.1f} GiB available"
+            )
+    space = space_mod.Space(domains).containing(base)
+    fp_data = dataset_mod.fingerprint(ds)
+    attrs = {
+        "speedopt_version": __version__,
+        "objective": OBJECTIVE,
+        "data": str(ds.yaml_path),
+        "dataset": fp_data,
+        "machine": fp_machine,
+        "engine": engine,
+        "engine_version": eng.version(),
+        "device": dev,
+        "space": space.to_dict(),
+        "baseline": base.to_dict(),
+        "steps": steps,
+        "warmup": warmup,
+        "trial_timeout_s": trial_timeout_s,
+        "ram_limit_bytes": ram_limit,
+    }
+    key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev], sort_keys=True)
+    name = study or f"{ds.name}-{machine.short_name(fp_machine)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+    return SearchPlan(
+        storage_url=storage or DEFAULT_URL,
+        study_name=name,
+        trials=trials,
+        timeout_s=timeout_s,
+        seed=seed,
+        space=space,
+        baseline=base,
+        notes=tuple(notes),
+        attrs=attrs,
+        ram_limit_bytes=ram_limit,
+        trial_timeout_s=trial_timeout_s,
+    )
+
+
+def _check_protocol(existing: dict[str, Any], planned: dict[str, Any], name: str) -> None:
+    for key in PROTOCOL_KEYS:
+        if key in existing and existing[key] != planned[key]:
+            raise UsageError(
+                f"study {name!r} was made with a different {key} ({existing[key]!r}); "
+                f"rerun with the same settings to resume it, or give --study NEW_NAME"
+            )
+
+
+def _worker_id() -> dict[str, Any]:
+    me = psutil.Process()
+    return {"host": platform.node(), "pid": me.pid, "started": me.create_time()}
+
+
+def _alive(worker: dict[str, Any]) -> bool:
+    try:
+        return abs(psutil.Process(worker["pid"]).create_time() - worker["started"]) < 1.0
+    except (psutil.NoSuchProcess, KeyError, TypeError):
+        return False
+
+
+def recover_interrupted(study, storage) -> list[int]:
+    """Fail and re-enqueue RUNNING trials whose process on this host is gone (a killed search).
+
+    Trials of other hosts are left to the storage heartbeat. Returns the failed trial numbers.
+    """
+    from optuna.trial import TrialState
+
+    recovered = []
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = frozen.user_attrs.get("worker") or {}
+        if worker.get("host") == platform.node() and not _alive(worker):
+            storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
+            retry_callback()(study, storage.get_trial(frozen._trial_id))
+            recovered.append(frozen.number)
+    return recovered
+
+
+def suggest(trial, space: space_mod.Space) -> Knobs:
+    """Ask the trial for each sampled knob; fixed knobs take their one value."""
+    values = dict(space.fixed())
+    for name, domain in space.sampled().items():
+        if domain.choices is not None:
+            values[name] = trial.suggest_categorical(name, list(domain.choices))
+        else:
+            values[name] = trial.suggest_int(name, domain.low, domain.high, step=domain.step)
+    return Knobs(**values)
+
+
+class View:
+    """What a search reports while it runs. The CLI supplies a live or plain implementation."""
+
+    def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None: ...
+    def trial_started(self, number: int, knobs: Knobs) -> None: ...
+    def trial_progress(self, update: dict[str, Any]) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool) -> None: ...
+    def waiting(self, message: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _store(trial, result: TrialResult) -> None:
+    data = result.to_dict()
+    data["log_tail"] = data["log_tail"][-2000:]
+    for key, value in data.items():
+        trial.set_user_attr(key, value)
+
+
+def _objective(plan: SearchPlan, view: View) -> Callable:
+    def objective(trial) -> float:
+        trial.set_user_attr("worker", _worker_id())
+        knobs = suggest(trial, plan.space)
+        if trial.user_attrs.get("role") == "baseline":
+            knobs = plan.baseline  # knobs fixed at one value still run the user's own setting
+        view.trial_started(trial.number, knobs)
+        try:
+            request = trial_mod.prepare(
+                plan.attrs["data"],
+                knobs,
+                device=plan.attrs["device"],
+                engine=plan.attrs["engine"],
+                steps=plan.attrs["steps"],
+                warmup=plan.attrs["warmup"],
+                timeout_s=plan.trial_timeout_s,
+                seed=plan.seed,
+                ram_limit_bytes=plan.ram_limit_bytes,
+            )
+        except UsageError as exc:  # e.g. the dataset vanished mid-search: record, don't crash
+            result = TrialResult(Status.ERROR, str(exc), knobs.to_dict(), knobs.to_dict(), plan.attrs["device"], plan.attrs["engine"])
+        else:
+            if request.infeasible:
+                result = trial_mod.run(request)
+            else:
+                with hostlock.measuring(plan.study_name, on_wait=view.waiting):
+                    trial.set_user_attr("measure_started_at", time.time())
+                    result = trial_mod.run(request, progress=view.trial_progress)
+                    trial.set_user_attr("measure_ended_at", time.time())
+        _store(trial, result)
+        ok = result.status is Status.OK
+        trial.set_constraint("measured", 0.0 if ok else 1.0)
+        view.trial_finished(trial.number, result, baseline=trial.user_attrs.get("role") == "baseline")
+        return float(result.images_per_s) if ok else 0.0
+
+    return objective
+
+
+def _open_study(plan: SearchPlan, storage, create: bool):
+    import optuna
+
+    sampler = optuna.samplers.TPESampler(seed=plan.seed)
+    if not create:
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=sampler)
+    study = optuna.create_study(
+        study_name=plan.study_name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
+    return study
+
+
+def run(plan: SearchPlan, view: View) -> SearchOutcome:
+    """Create or resume the study and run trials until it holds ``plan.trials`` complete ones."""
+    import optuna
+    from optuna.trial import TrialState
+
+    storage = open_storage(plan.storage_url)
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    exists = plan.study_name in names
+    if exists:
+        existing = optuna.load_study(study_name=plan.study_name, storage=storage).user_attrs
+        _check_protocol(existing, plan.attrs, plan.study_name)
+    study = _open_study(plan, storage, create=True)
+    notes = list(plan.notes)
+    if not exists:
+        study.set_metric_names([OBJECTIVE])
+        for key, value in plan.attrs.items():
+            study.set_user_attr(key, value)
+        study.enqueue_trial(
+            {k: v for k, v in plan.baseline.to_dict().items() if k in plan.space.sampled()},
+            user_attrs={"role": "baseline"},
+        )
+    else:
+        recovered = recover_interrupted(study, storage)
+        if recovered:
+            notes.append(f"trial(s) {', '.join(map(str, recovered))} were interrupted (process gone): marked failed and re-queued")
+    so_far = outcome(study)
+    view.start(plan, so_far, notes)
+    try:
+        remaining = plan.trials - so_far.complete
+        if remaining > 0:
+            study.optimize(
+                _objective(plan, view),
+                n_trials=remaining,
+                timeout=plan.timeout_s,
+                callbacks=[optuna.study.MaxTrialsCallback(plan.trials, states=(TrialState.COMPLETE,))],
+                gc_after_trial=False,
+            )
+    finally:
+        view.stop()
+    return outcome(study)
+
+
+def outcome(study) -> SearchOutcome:
+    """Summarise a study from its stored trials: baseline, best feasible trial, counts by status."""
+    from optuna.trial import TrialState
+
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    by_status: dict[str, int] = {}
+    baseline = best = None
+    best_number = None
+    for t in complete:
+        status = t.user_attrs.get("status", "error")
+        by_status[status] = by_status.get(status, 0) + 1
+        result = TrialResult.from_dict(t.user_attrs) if "status" in t.user_attrs else None
+        if t.user_attrs.get("role") == "baseline" and baseline is None:
+            baseline = result
+        if result and result.status is Status.OK and (best is None or result.images_per_s > best.images_per_s):
+            best, best_number = result, t.number
+    return SearchOutcome(study.study_name, len(complete), by_status, baseline, best, best_number)
+
+
+def list_studies(storage_url: str | None) -> list[dict[str, Any]]:
+    """Every study in the storage with its trial counts and best measured throughput."""
+    import optuna
+
+    storage = open_storage(storage_url)
+    rows = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        result = outcome(study)
+        rows.append(
+            {
+                "study": summary.study_name,
+                "trials": summary.n_trials,
+                "complete": result.complete,
+                "ok": result.by_status.get("ok", 0),
+                "best_images_per_s": result.best.images_per_s if result.best else None,
+                "speedup": result.speedup,
+                "data": study.user_attrs.get("data"),
+            }
+        )
+    return rows

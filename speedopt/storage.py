@@ -1,0 +1,57 @@
+"""Where studies live: an Optuna storage opened from a URL, with crash safety switched on.
+
+RDB storages (SQLite, PostgreSQL, MySQL) get Optuna's heartbeat: a trial whose process died stops
+beating, is marked failed after the grace period, and is retried once with the same knobs. A
+journal file (``*.log`` / ``*.journal`` path or ``journal:PATH``) works too, without heartbeat;
+speedopt's own recovery of dead same-host trials (see :mod:`speedopt.search`) covers both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from speedopt.errors import UsageError
+
+DEFAULT_URL = "sqlite:///studies/speedopt.db"
+HEARTBEAT_S = 5
+GRACE_S = 20
+MAX_RETRY = 1
+
+
+def retry_callback():
+    """Optuna's retry of a failed (stale) trial: re-enqueued once with the same params and attrs."""
+    import optuna
+
+    return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+
+
+def open_storage(url: str | None = None):
+    """Open (creating where needed) the storage at ``url``; default: ``studies/speedopt.db`` here."""
+    import optuna
+
+    url = url or DEFAULT_URL
+    journal = url.removeprefix("journal:") if url.startswith("journal:") or url.endswith((".log", ".journal")) else None
+    if journal:
+        from optuna.storages.journal import JournalFileBackend
+
+        Path(journal).parent.mkdir(parents=True, exist_ok=True)
+        return optuna.storages.JournalStorage(JournalFileBackend(journal))
+    if "://" not in url:
+        raise UsageError(
+            f"storage {url!r} is not a storage URL; use e.g. sqlite:///studies/speedopt.db, "
+            "postgresql://user@host/db, or a journal file path ending in .log"
+        )
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return optuna.storages.RDBStorage(
+            url,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=retry_callback(),
+        )
+    except ImportError as exc:
+        raise UsageError(f"storage {url}: missing database driver ({exc}); pip install 'speedopt[postgres]'") from None
+    except Exception as exc:  # sqlalchemy: bad URL, server down, permission
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot open storage {url}: {first}") from None
