@@ -170,9 +170,13 @@ def plan(
 
 def _check_protocol(existing: dict[str, Any], planned: dict[str, Any], name: str) -> None:
     for key in PROTOCOL_KEYS:
-        if key in existing and existing[key] != planned[key]:
+        old, new = existing.get(key, planned[key]), planned[key]
+        if old != new:
+            if isinstance(old, dict) and isinstance(new, dict):
+                diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+                old, new = {k: old.get(k) for k in diff}, {k: new.get(k) for k in diff}
             raise UsageError(
-                f"study {name!r} was made with a different {key} ({existing[key]!r}); "
+                f"study {name!r} was made with {key} {old} but this command gives {new}; "
                 f"rerun with the same settings to resume it, or give --study NEW_NAME"
             )
 
