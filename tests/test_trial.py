@@ -92,16 +92,12 @@ def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, tmp_path):
     assert result.message and result.log_tail
 
 
-def test_ram_cache_that_cannot_fit_is_infeasible_without_running(demo_yaml, monkeypatch):
-    # Mocked: this machine's free RAM (there is no honest way to shrink it in a test).
-    class Tiny:
-        available = 1024
-
-    monkeypatch.setattr(trial.psutil, "virtual_memory", lambda: Tiny)
-    request = trial.prepare(str(demo_yaml), _tiny(cache="ram"), device="cpu", steps=2, warmup=1)
+def test_ram_cache_that_cannot_fit_is_infeasible_without_running(demo_yaml):
+    request = trial.prepare(str(demo_yaml), _tiny(cache="ram"), device="cpu", steps=2, warmup=1, ram_limit_bytes=2**20)
     started = time.monotonic()
     result = trial.run(request)
     assert result.status is Status.INFEASIBLE and "cache=ram needs about" in result.message
+    assert "(--ram-limit)" in result.message
     assert time.monotonic() - started < 2
 
 
