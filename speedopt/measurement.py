@@ -181,3 +181,14 @@ class TrialResult:
         values["notes"] = tuple(values.get("notes", ()))
         values["network_blocked"] = tuple(values.get("network_blocked", ()))
         return cls(**values)
+
+
+def status_of(exc: BaseException) -> tuple[Status, str]:
+    """The status and one-line message for an exception that ended a trial or probe."""
+    if isinstance(exc, TrialRejected):
+        return exc.status, str(exc)
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if isinstance(exc, MemoryError) or "out of memory" in text.lower() or type(exc).__name__ == "OutOfMemoryError":
+        return Status.OOM, first
+    return Status.ERROR, first

@@ -9,16 +9,10 @@ falsify later trials). Files the user already had are never touched.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +21,7 @@ from typing import Any
 import psutil
 
 from speedopt import dataset as dataset_mod
-from speedopt import engines, knobs as knobs_mod, machine
+from speedopt import engines, isolation, knobs as knobs_mod, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measurement import Status, TrialResult
@@ -147,29 +141,6 @@ def _npy_files(request: TrialRequest) -> set[Path]:
     return {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
 
 
-def _log_tail(log: Path, lines: int = 15) -> str:
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return ""
-    rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]  # keep a progress bar's final state
-    return "\n".join([r for r in rows if r][-lines:])
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(Exception):
-        proc.wait(timeout=10)
-
-
-def _read_progress(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _without_run(request: TrialRequest, status: Status, message: str, **extra: Any) -> TrialResult:
     return TrialResult(
         status=status,
@@ -193,77 +164,41 @@ def run(request: TrialRequest, progress: Callable[[dict[str, Any]], None] | None
         return _without_run(request, Status.INFEASIBLE, request.infeasible)
     eng = engines.get(request.engine)
     npy_before = _npy_files(request) if request.knobs.cache == "disk" else set()
-    workdir = Path(tempfile.mkdtemp(prefix="speedopt-trial-"))
-    started = time.monotonic()
     try:
-        (workdir / "request.json").write_text(request.to_json())
-        env = {**os.environ, **eng.environment(Path(request.cache_dir))}
-        with open(workdir / "trial.log", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "speedopt.trial_process", str(workdir)],
-                cwd=workdir,  # stray relative writes of the trainer land here, not in the user's folder
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a timeout kills workers too
-            )
-        try:
-            timed_out = _wait(proc, workdir, request.timeout_s, progress)
-        except BaseException:
-            _kill_group(proc)
-            raise
-        _kill_group(proc)  # dataloader workers that outlived the trial process
-        return _collect(request, proc, workdir, timed_out, time.monotonic() - started)
+        done = isolation.run_isolated(
+            "speedopt.trial_process",
+            request.to_json(),
+            eng.environment(Path(request.cache_dir)),
+            request.timeout_s,
+            progress,
+        )
     finally:
         if request.knobs.cache == "disk":
             for leftover in _npy_files(request) - npy_before:
                 leftover.unlink(missing_ok=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+    return _collect(request, done)
 
 
-def _wait(proc: subprocess.Popen, workdir: Path, timeout_s: float, progress) -> bool:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            return True
-        if progress:
-            state = _read_progress(workdir / "progress.json")
-            if state and state != last:
-                progress(state)
-                last = state
-        time.sleep(0.2)
-    return False
-
-
-def _collect(request: TrialRequest, proc: subprocess.Popen, workdir: Path, timed_out: bool, wall: float) -> TrialResult:
-    result_file = workdir / "result.json"
-    tail = _log_tail(workdir / "trial.log")
-    if timed_out:
-        state = _read_progress(workdir / "progress.json") or {"phase": "setup"}
+def _collect(request: TrialRequest, done: isolation.Finished) -> TrialResult:
+    tail, wall = done.log_tail, done.wall_s
+    if done.timed_out:
+        state = done.last_progress or {"phase": "setup"}
         where = state["phase"] + (f" {state['done']}/{state['of']}" if "done" in state else "")
         return _without_run(
-            request,
-            Status.TIMEOUT,
-            f"trial exceeded --timeout {request.timeout_s:g} s during {where}",
-            wall_s=wall,
-            log_tail=tail,
+            request, Status.TIMEOUT, f"trial exceeded --timeout {request.timeout_s:g} s during {where}", wall_s=wall, log_tail=tail
         )
-    if result_file.is_file():
-        data = json.loads(result_file.read_text())
-        data["wall_s"] = wall
+    if done.result is not None:
+        data = {**done.result, "wall_s": wall}
         if data["status"] != Status.OK.value:
             data["log_tail"] = tail
         return TrialResult.from_dict(data)
-    code = proc.returncode
-    if code == -signal.SIGKILL:
-        return _without_run(
-            request,
-            Status.OOM,
-            "trial process was killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer",
-            wall_s=wall,
-            log_tail=tail,
-        )
-    last = tail.splitlines()[-1] if tail else "no output"
-    return _without_run(request, Status.ERROR, f"trial process exited with code {code}: {last}", wall_s=wall, log_tail=tail)
+    status, message = died(done)
+    return _without_run(request, status, message, wall_s=wall, log_tail=tail)
+
+
+def died(done: isolation.Finished) -> tuple[Status, str]:
+    """Status and message for a child that ended without writing a result."""
+    if done.returncode == -signal.SIGKILL:
+        return Status.OOM, "killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer"
+    last = done.log_tail.splitlines()[-1] if done.log_tail else "no output"
+    return Status.ERROR, f"process exited with code {done.returncode}: {last}"

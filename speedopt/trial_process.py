@@ -1,65 +1,30 @@
 """The inside of one trial: ``python -m speedopt.trial_process WORKDIR``.
 
-Reads ``WORKDIR/request.json``, trains through the engine with telemetry running, and writes
-``WORKDIR/result.json`` (atomically) whatever happens; progress goes to ``WORKDIR/progress.json``.
-Network access is refused (see :mod:`speedopt.offline`). If the parent dies, this process kills
-its own process group, so no trial or dataloader worker outlives a killed search.
+Reads the request, trains through the engine with telemetry running, and writes the result
+whatever happens (see :mod:`speedopt.isolation` for the files, the network guard and the
+die-with-parent watch that keeps a killed search from leaving trials behind).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
-from speedopt import engines
+from speedopt import engines, isolation
 from speedopt.engines import TrainRun
-from speedopt.measurement import Status, StepClock, TrialRejected, TrialResult
-from speedopt.offline import forbid_network
+from speedopt.measurement import Status, StepClock, TrialResult, status_of
 from speedopt.telemetry import Sampler
 from speedopt.trial import TrialRequest
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
-def _die_with_parent() -> None:
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="speedopt-parent-watch", daemon=True).start()
-
-
-def _classify(exc: BaseException) -> tuple[Status, str]:
-    if isinstance(exc, TrialRejected):
-        return exc.status, str(exc)
-    text = f"{type(exc).__name__}: {exc}".strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    if isinstance(exc, MemoryError) or "out of memory" in text.lower() or type(exc).__name__ == "OutOfMemoryError":
-        return Status.OOM, first
-    return Status.ERROR, first
 
 
 def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialResult:
     """Run the request through its engine and turn what happened into a TrialResult."""
     engine = engines.get(request.engine)
-    progress_file = workdir / "progress.json"
-    _write_json(progress_file, {"phase": "setup"})
+    isolation.child_progress(workdir, phase="setup")
 
     def progress(phase: str, done: int, of: int) -> None:
-        _write_json(progress_file, {"phase": phase, "done": done, "of": of})
+        isolation.child_progress(workdir, phase=phase, done=done, of=of)
 
     gpu = None if request.device == "cpu" else int(request.device.split(",")[0])
     sampler = Sampler(gpu_index=gpu).start()
@@ -90,7 +55,7 @@ def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialRe
         stats = clock.stats()
     except BaseException as exc:  # every failure becomes a status, never a crash
         sampler.stop()
-        status, message = _classify(exc)
+        status, message = status_of(exc)
         return TrialResult(
             status=status,
             message=message,
@@ -130,14 +95,10 @@ def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialRe
 
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
-    _die_with_parent()
-    blocked: list[str] = []
-    forbid_network(blocked)
-    request = TrialRequest.from_json((workdir / "request.json").read_text())
-    result = measure(request, workdir, blocked)
-    _write_json(workdir / "result.json", result.to_dict())
-    sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown: trainer threads and loaders have nothing left to say
+    text, blocked = isolation.child_start(workdir)
+    result = measure(TrialRequest.from_json(text), workdir, blocked)
+    isolation.child_finish(workdir, result.to_dict())
+    return 0
 
 
 if __name__ == "__main__":
