@@ -2,7 +2,6 @@
 paths - AMP on, GPU memory and utilisation - are not exercised by these tests)."""
 
 import json
-import os
 import time
 
 import psutil
