@@ -117,6 +117,22 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--device", default=None, help="cpu or a GPU index (default: GPU 0 if any, else cpu)")
     search.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before one trial is killed (default 900)")
     search.add_argument("--ram-limit", type=float, default=None, metavar="GIB", help="RAM (GiB) cache=ram may use (default: what is free)")
+    quality = search.add_argument_group(
+        "accuracy (the mAP-loss constraint)",
+        "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
+        "signature for a fixed budget (--probe-epochs on --probe-fraction of the train set, fixed seed, from "
+        "scratch or --weights) and validates mAP50-95 on the val split. The baseline is probed with two seeds: "
+        "their mean is the reference and their difference the spread (the probe's own noise). mAP loss = "
+        "reference - candidate; a candidate is rejected only when its loss exceeds the allowed loss by more "
+        "than the spread. Probes run lazily (only for a trial fast enough to become the best feasible one) and "
+        "are cached in the storage for every worker and later study on the same dataset.",
+    )
+    quality.add_argument("--max-map-loss", default="0.01", metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
+    quality.add_argument("--quality", default="probe", choices=("probe", "off"), help="off: keep accuracy knobs at the baseline, no probes (default probe)")
+    quality.add_argument("--probe-epochs", type=_int, default=10, help="epochs per probe (default 10)")
+    quality.add_argument("--probe-fraction", type=float, default=0.25, help="fraction of the train set per probe (default 0.25)")
+    quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
+    quality.add_argument("--probe-timeout", type=float, default=3600.0, help="seconds before one probe is killed (default 3600)")
 
     studies = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
     studies.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
@@ -223,6 +239,12 @@ def _cmd_search(args: argparse.Namespace) -> int:
         device=args.device,
         trial_timeout_s=args.trial_timeout,
         ram_limit_gb=args.ram_limit,
+        quality=args.quality,
+        max_map_loss=args.max_map_loss,
+        probe_epochs=args.probe_epochs,
+        probe_fraction=args.probe_fraction,
+        weights=args.weights,
+        probe_timeout_s=args.probe_timeout,
     )
     _quiet_optuna()
     err = Console(stderr=True)
@@ -231,8 +253,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
     out = Console()
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.by_status.items()))
     out.print(f"study {result.study_name}: {result.complete} complete trials ({counts})", highlight=False)
+    _print_quality(out, plan, result)
     if result.best is None:
-        out.print("no trial measured ok: see the statuses above", highlight=False)
+        out.print("no feasible trial measured ok: see the statuses above", highlight=False)
         return 1
     from speedopt.knobs import Knobs
 
@@ -251,6 +274,38 @@ def _cmd_search(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return 0
+
+
+def _print_quality(out, plan, result) -> None:
+    from speedopt import progress, quality
+
+    policy = quality.Policy(**plan.attrs["quality"])
+    if policy.mode == "off":
+        out.print("accuracy: quality off (accuracy knobs fixed at the baseline), no probes", highlight=False)
+        return
+    out.print(
+        f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {policy.epochs} epochs on {policy.fraction:g} of "
+        f"the train set: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
+        f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} rejected",
+        highlight=False,
+    )
+    for entry in result.probed:
+        ref, spread = entry["baseline_map50_95"], entry["spread"]
+        out.print(f"  baseline mAP50-95 {ref:.4f} (two seeds, spread {spread:.4f})", highlight=False)
+        break
+    for entry in result.probed:
+        mark = "feasible" if entry["feasible"] is True else "rejected"
+        out.print(
+            f"  {progress.knobs_text({**entry['signature'], 'workers': '-', 'cache': '-'})}: mAP50-95 "
+            f"{entry['map50_95']:.4f}, loss {entry['map_loss']:+.4f}: {mark}",
+            highlight=False,
+        )
+    if result.probed and result.probed[0]["baseline_map50_95"] < quality.LOW_MAP:
+        out.print(
+            f"  warning: the baseline probe reached only mAP50-95 {result.probed[0]['baseline_map50_95']:.4f}; probes this "
+            "short cannot tell signatures apart. Raise --probe-epochs/--probe-fraction or give --weights.",
+            highlight=False,
+        )
 
 
 def _cmd_studies(args: argparse.Namespace) -> int:

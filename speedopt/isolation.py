@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speedopt.measurement import Status
 from speedopt.offline import forbid_network
 
 
@@ -37,6 +38,13 @@ class Finished:
     log_tail: str
     wall_s: float
     last_progress: dict[str, Any] | None
+
+    def failure(self) -> tuple[Status, str]:
+        """Status and message for a child that ended without writing a result."""
+        if self.returncode == -signal.SIGKILL:
+            return Status.OOM, "killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer"
+        last = self.log_tail.splitlines()[-1] if self.log_tail else "no output"
+        return Status.ERROR, f"process exited with code {self.returncode}: {last}"
 
 
 def _log_tail(log: Path, lines: int = 15) -> str:

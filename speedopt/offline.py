@@ -9,6 +9,7 @@ TrueType font (matplotlib's DejaVu Sans) so they never try to fetch one.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -57,3 +58,9 @@ def place_font(folder: Path, names: tuple[str, ...] = ("Arial.ttf", "Arial.Unico
             tmp = target.with_suffix(".tmp")
             shutil.copyfile(source, tmp)
             tmp.replace(target)
+
+
+def cache_dir() -> Path:
+    """speedopt's own cache folder (local fonts, private trainer settings), never the user's."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "speedopt"

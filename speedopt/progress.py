@@ -12,6 +12,7 @@ from rich.text import Text
 
 from speedopt.knobs import Knobs
 from speedopt.measurement import Status, TrialResult
+from speedopt.quality import Verdict
 from speedopt.search import SearchOutcome, SearchPlan, View
 
 
@@ -42,12 +43,12 @@ class _Tracker:
         if so_far.best:
             self.best, self.best_number = so_far.best.images_per_s, so_far.best_number
 
-    def finish(self, number: int, result: TrialResult, baseline: bool) -> None:
+    def finish(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.durations.append(time.monotonic() - self.trial_started)
         self.done += 1
-        if result.status is Status.OK:
-            if baseline and self.baseline is None:
-                self.baseline = result.images_per_s
+        if result.status is Status.OK and baseline and self.baseline is None:
+            self.baseline = result.images_per_s
+        if result.status is Status.OK and verdict.feasible is True:
             if self.best is None or result.images_per_s > self.best:
                 self.best, self.best_number = result.images_per_s, number
 
@@ -61,7 +62,7 @@ class _Tracker:
         )
         best = "best -"
         if self.best is not None:
-            best = f"best {self.best:.1f} images/s (trial {self.best_number})"
+            best = f"best feasible {self.best:.1f} images/s (trial {self.best_number})"
             if self.baseline:
                 best += f", {self.best / self.baseline:.2f}x baseline"
         return f"trial {min(self.done + 1, self.total)} of {self.total} | {best} | elapsed {_clock(elapsed)} | {eta}"
@@ -73,12 +74,22 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def _row_cells(number: int, result: TrialResult, baseline: float | None) -> list[str]:
+def accuracy_text(verdict: Verdict) -> str:
+    """mAP cell: the probe's loss and verdict, or why there is none."""
+    if verdict.feasible is None:
+        return "unprobed" if verdict.reason.startswith("not probed") else "-"
+    if verdict.map50_95 is None:  # decided without a probe of its own (baseline signature, quality off)
+        return "kept" if verdict.feasible else "rejected"
+    mark = "ok" if verdict.feasible else "rejected"
+    return f"loss {verdict.map_loss:+.3f} {mark}"
+
+
+def _row_cells(number: int, result: TrialResult, baseline: float | None, verdict: Verdict) -> list[str]:
     ips = result.images_per_s
     speed = f"{ips:.1f}" if ips is not None else "-"
     ratio = f"{ips / baseline:.2f}x" if ips is not None and baseline else "-"
     wait = f"{100 * result.data_wait_fraction:.0f}%" if result.data_wait_fraction is not None else "-"
-    return [str(number), knobs_text(result.config), result.status.value, speed, ratio, wait]
+    return [str(number), knobs_text(result.config), result.status.value, speed, ratio, wait, accuracy_text(verdict)]
 
 
 class PlainView(View):
@@ -101,11 +112,22 @@ class PlainView(View):
         self.track.trial_started = time.monotonic()
         self._say(f"{self.track.headline()}\n  trial {number}: measuring {knobs_text(knobs)}")
 
-    def trial_finished(self, number: int, result: TrialResult, baseline: bool) -> None:
-        self.track.finish(number, result, baseline)
-        cells = _row_cells(number, result, self.track.baseline)
+    def trial_progress(self, update: dict[str, Any]) -> None:
+        phase = str(update["phase"])
+        if phase.startswith("probe") and ("done" not in update or update["done"] == update["of"]):
+            where = f" {update['done']}/{update['of']}" if "done" in update else ""
+            self._say(f"  {phase}{where}")
+
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
+        self.track.finish(number, result, baseline, verdict)
+        cells = _row_cells(number, result, self.track.baseline, verdict)
         extra = "" if result.status is Status.OK else f": {result.message}"
-        self._say(f"  trial {cells[0]}: {cells[2]} {cells[3]} images/s ({cells[4]} baseline, data wait {cells[5]}){extra}")
+        self._say(
+            f"  trial {cells[0]}: {cells[2]} {cells[3]} images/s ({cells[4]} baseline, data wait {cells[5]}, "
+            f"mAP {cells[6]}){extra}"
+        )
+        if result.status is Status.OK and (verdict.map50_95 is not None or verdict.feasible is not True):
+            self._say(f"    accuracy: {verdict.reason}")
 
     def waiting(self, message: str) -> None:
         self._say(f"  {message}")
@@ -117,16 +139,18 @@ class LiveView(PlainView):
     def __init__(self, console: Console):
         super().__init__(console)
         self.rows: list[list[str]] = []
-        self.current = ""
+        self.running = ""  # "trial N ... config" of the trial being measured
+        self.phase = ""
         self.live = Live(console=console, refresh_per_second=4, get_renderable=self._render, transient=False)
 
     def _render(self) -> Group:
         table = Table(show_edge=False)
-        for column in ("#", "config", "status", "images/s", "vs baseline", "data wait"):
+        for column in ("#", "config", "status", "images/s", "vs baseline", "data wait", "accuracy"):
             table.add_column(column, justify="right" if column in ("#", "images/s") else "left")
         for row in self.rows:
             table.add_row(*row)
-        return Group(Text(self.track.headline(), style="bold"), table, Text(self.current))
+        now = f"{self.running}: {self.phase}" if self.running else self.phase
+        return Group(Text(self.track.headline(), style="bold"), table, Text(now))
 
     def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
         super().start(plan, so_far, notes)
@@ -134,19 +158,19 @@ class LiveView(PlainView):
 
     def trial_started(self, number: int, knobs: Knobs) -> None:
         self.track.trial_started = time.monotonic()
-        self.current = f"trial {number}: setup  {knobs_text(knobs)}"
+        self.running, self.phase = f"trial {number} ({knobs_text(knobs)})", "setup"
 
     def trial_progress(self, update: dict[str, Any]) -> None:
         where = f" {update['done']}/{update['of']}" if "done" in update else ""
-        self.current = self.current.split(":")[0] + f": {update['phase']}{where}  " + self.current.split("  ", 1)[-1]
+        self.phase = f"{update['phase']}{where}"
 
-    def trial_finished(self, number: int, result: TrialResult, baseline: bool) -> None:
-        self.track.finish(number, result, baseline)
-        self.rows.append(_row_cells(number, result, self.track.baseline))
-        self.current = ""
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
+        self.track.finish(number, result, baseline, verdict)
+        self.rows.append(_row_cells(number, result, self.track.baseline, verdict))
+        self.running = self.phase = ""
 
     def waiting(self, message: str) -> None:
-        self.current = message
+        self.phase = message
 
     def stop(self) -> None:
         self.live.stop()

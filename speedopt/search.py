@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 
 from speedopt import __version__, dataset as dataset_mod, engines, hostlock, knobs as knobs_mod, machine
+from speedopt import quality as quality_mod
 from speedopt import space as space_mod
 from speedopt import trial as trial_mod
 from speedopt.errors import UsageError
@@ -31,7 +32,7 @@ from speedopt.storage import DEFAULT_URL, open_storage, retry_callback
 
 OBJECTIVE = "images/s"
 # Study attrs that define the measurement protocol: a resumed or joined study must match them.
-PROTOCOL_KEYS = ("data", "engine", "device", "space", "baseline", "steps", "warmup")
+PROTOCOL_KEYS = ("data", "engine", "device", "space", "baseline", "steps", "warmup", "quality")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,11 @@ class SearchOutcome:
     baseline: TrialResult | None
     best: TrialResult | None
     best_number: int | None
+    probes_run: int = 0
+    probe_cache_hits: int = 0
+    unprobed: int = 0  # trials measured ok but never probed: they could not have been the best
+    probed: tuple[dict[str, Any], ...] = ()  # one entry per probed signature: mAP and loss
+    rejected: int = 0  # trials measured ok whose accuracy was judged too low
 
     @property
     def speedup(self) -> float | None:
@@ -92,6 +98,12 @@ def plan(
     engine: str = "ultralytics",
     trial_timeout_s: float = 900.0,
     ram_limit_gb: float | None = None,
+    quality: str = "probe",
+    max_map_loss: str = "0.01",
+    probe_epochs: int = 10,
+    probe_fraction: float = 0.25,
+    weights: str | None = None,
+    probe_timeout_s: float = 3600.0,
 ) -> SearchPlan:
     """Check the inputs and decide the study; raises UsageError, touches no storage."""
     if trials < 1:
@@ -112,6 +124,7 @@ def plan(
     if base.amp and not cuda:
         base = dataclasses.replace(base, amp=False)
         notes.append("baseline amp=off: AMP needs CUDA and this search runs on the CPU")
+    policy = quality_mod.make_policy(quality, max_map_loss, probe_epochs, probe_fraction, weights, ds, probe_timeout_s)
     ram_limit = int(ram_limit_gb * 2**30) if ram_limit_gb else None
     fp_machine = machine.fingerprint(str(ds.yaml_path.parent))
     gpu_mb = fp_machine["gpus"][0]["memory_mb"] if cuda and fp_machine["gpus"] else None
@@ -119,6 +132,10 @@ def plan(
     fixed = space_mod.parse_fix(fix or [])
     space = space_mod.default(base, machine.cpu_cores(), cuda, gpu_mb)
     domains = {**space.domains, **file_domains, **fixed}
+    if policy.mode == "off":  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
+        base_values = base.to_dict()
+        domains.update({k: space_mod.Domain(choices=(base_values[k],)) for k in quality_mod.ACCURACY_KNOBS})
+        notes.append(f"quality off: {', '.join(quality_mod.ACCURACY_KNOBS)} fixed at the baseline; no probes")
     if not cuda and True in domains["amp"].values():
         domains["amp"] = space_mod.Domain(choices=(False,))
         notes.append("amp=on dropped from the space: AMP needs CUDA")
@@ -149,6 +166,7 @@ def plan(
         "warmup": warmup,
         "trial_timeout_s": trial_timeout_s,
         "ram_limit_bytes": ram_limit,
+        "quality": policy.to_dict(),
     }
     key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev], sort_keys=True)
     name = study or f"{ds.name}-{machine.short_name(fp_machine)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
@@ -226,7 +244,7 @@ class View:
     def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None: ...
     def trial_started(self, number: int, knobs: Knobs) -> None: ...
     def trial_progress(self, update: dict[str, Any]) -> None: ...
-    def trial_finished(self, number: int, result: TrialResult, baseline: bool) -> None: ...
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: quality_mod.Verdict) -> None: ...
     def waiting(self, message: str) -> None: ...
     def stop(self) -> None: ...
 
@@ -238,39 +256,61 @@ def _store(trial, result: TrialResult) -> None:
         trial.set_user_attr(key, value)
 
 
-def _objective(plan: SearchPlan, view: View) -> Callable:
+def best_feasible(study) -> float | None:
+    """Images/s of the fastest trial measured ok and judged feasible so far (None if none yet)."""
+    from optuna.trial import TrialState
+
+    speeds = [
+        t.user_attrs["images_per_s"]
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.user_attrs.get("status") == "ok" and t.user_attrs.get("feasible") is True
+    ]
+    return max(speeds) if speeds else None
+
+
+def _measure(plan: SearchPlan, trial, knobs: Knobs, view: View) -> TrialResult:
+    try:
+        request = trial_mod.prepare(
+            plan.attrs["data"],
+            knobs,
+            device=plan.attrs["device"],
+            engine=plan.attrs["engine"],
+            steps=plan.attrs["steps"],
+            warmup=plan.attrs["warmup"],
+            timeout_s=plan.trial_timeout_s,
+            seed=plan.seed,
+            ram_limit_bytes=plan.ram_limit_bytes,
+        )
+    except UsageError as exc:  # e.g. the dataset vanished mid-search: record, don't crash
+        return TrialResult(Status.ERROR, str(exc), knobs.to_dict(), knobs.to_dict(), plan.attrs["device"], plan.attrs["engine"])
+    if request.infeasible:
+        return trial_mod.run(request)
+    with hostlock.measuring(plan.study_name, on_wait=view.waiting):
+        trial.set_user_attr("measure_started_at", time.time())
+        result = trial_mod.run(request, progress=view.trial_progress)
+        trial.set_user_attr("measure_ended_at", time.time())
+    return result
+
+
+def _objective(plan: SearchPlan, view: View, judge: quality_mod.Judge) -> Callable:
     def objective(trial) -> float:
         trial.set_user_attr("worker", _worker_id())
         knobs = suggest(trial, plan.space)
         if trial.user_attrs.get("role") == "baseline":
             knobs = plan.baseline  # knobs fixed at one value still run the user's own setting
         view.trial_started(trial.number, knobs)
-        try:
-            request = trial_mod.prepare(
-                plan.attrs["data"],
-                knobs,
-                device=plan.attrs["device"],
-                engine=plan.attrs["engine"],
-                steps=plan.attrs["steps"],
-                warmup=plan.attrs["warmup"],
-                timeout_s=plan.trial_timeout_s,
-                seed=plan.seed,
-                ram_limit_bytes=plan.ram_limit_bytes,
-            )
-        except UsageError as exc:  # e.g. the dataset vanished mid-search: record, don't crash
-            result = TrialResult(Status.ERROR, str(exc), knobs.to_dict(), knobs.to_dict(), plan.attrs["device"], plan.attrs["engine"])
-        else:
-            if request.infeasible:
-                result = trial_mod.run(request)
-            else:
-                with hostlock.measuring(plan.study_name, on_wait=view.waiting):
-                    trial.set_user_attr("measure_started_at", time.time())
-                    result = trial_mod.run(request, progress=view.trial_progress)
-                    trial.set_user_attr("measure_ended_at", time.time())
+        result = _measure(plan, trial, knobs, view)
         _store(trial, result)
         ok = result.status is Status.OK
+        if ok:
+            verdict = judge.verdict(Knobs.from_dict(result.config), result.images_per_s, best_feasible(trial.study))
+        else:
+            verdict = quality_mod.Verdict(quality_mod.signature(knobs), None, reason=f"not measured: {result.status.value}")
+        for key, value in verdict.attrs().items():
+            trial.set_user_attr(key, value)
         trial.set_constraint("measured", 0.0 if ok else 1.0)
-        view.trial_finished(trial.number, result, baseline=trial.user_attrs.get("role") == "baseline")
+        trial.set_constraint("map_loss", verdict.constraint())
+        view.trial_finished(trial.number, result, baseline=trial.user_attrs.get("role") == "baseline", verdict=verdict)
         return float(result.images_per_s) if ok else 0.0
 
     return objective
@@ -294,6 +334,8 @@ def run(plan: SearchPlan, view: View) -> SearchOutcome:
     from optuna.trial import TrialState
 
     storage = open_storage(plan.storage_url)
+    if plan.study_name == quality_mod.CACHE_STUDY:
+        raise UsageError(f"{quality_mod.CACHE_STUDY} is speedopt's probe cache; choose another --study name")
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     exists = plan.study_name in names
     if exists:
@@ -318,8 +360,16 @@ def run(plan: SearchPlan, view: View) -> SearchOutcome:
     try:
         remaining = plan.trials - so_far.complete
         if remaining > 0:
+            judge = quality_mod.Judge(
+                quality_mod.Policy(**plan.attrs["quality"]),
+                plan.attrs,
+                storage,
+                plan.study_name,
+                on_wait=view.waiting,
+                progress=view.trial_progress,
+            )
             study.optimize(
-                _objective(plan, view),
+                _objective(plan, view, judge),
                 n_trials=remaining,
                 timeout=plan.timeout_s,
                 callbacks=[optuna.study.MaxTrialsCallback(plan.trials, states=(TrialState.COMPLETE,))],
@@ -331,22 +381,44 @@ def run(plan: SearchPlan, view: View) -> SearchOutcome:
 
 
 def outcome(study) -> SearchOutcome:
-    """Summarise a study from its stored trials: baseline, best feasible trial, counts by status."""
+    """Summarise a study from its stored trials: baseline, best feasible trial, statuses, probes."""
     from optuna.trial import TrialState
 
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     by_status: dict[str, int] = {}
     baseline = best = None
     best_number = None
+    ran = hits = unprobed = rejected = 0
+    probed: dict[str, dict[str, Any]] = {}
     for t in complete:
-        status = t.user_attrs.get("status", "error")
+        attrs = t.user_attrs
+        status = attrs.get("status", "error")
         by_status[status] = by_status.get(status, 0) + 1
-        result = TrialResult.from_dict(t.user_attrs) if "status" in t.user_attrs else None
-        if t.user_attrs.get("role") == "baseline" and baseline is None:
+        ran += attrs.get("probes_run", 0)
+        hits += attrs.get("probe_cache_hits", 0)
+        result = TrialResult.from_dict(attrs) if "status" in attrs else None
+        if attrs.get("role") == "baseline" and baseline is None:
             baseline = result
-        if result and result.status is Status.OK and (best is None or result.images_per_s > best.images_per_s):
+        if status != "ok":
+            continue
+        feasible = attrs.get("feasible", True)
+        unprobed += feasible == "unknown"
+        rejected += feasible is False
+        if attrs.get("probe_map50_95") is not None:
+            probed[json.dumps(attrs["signature"], sort_keys=True)] = {
+                "signature": attrs["signature"],
+                "map50_95": attrs["probe_map50_95"],
+                "map_loss": attrs["map_loss"],
+                "feasible": feasible,
+                "baseline_map50_95": attrs["baseline_map50_95"],
+                "spread": attrs["map_spread"],
+            }
+        if feasible is True and (best is None or result.images_per_s > best.images_per_s):
             best, best_number = result, t.number
-    return SearchOutcome(study.study_name, len(complete), by_status, baseline, best, best_number)
+    return SearchOutcome(
+        study.study_name, len(complete), by_status, baseline, best, best_number,
+        ran, hits, unprobed, tuple(probed.values()), rejected,
+    )
 
 
 def list_studies(storage_url: str | None) -> list[dict[str, Any]]:
@@ -356,6 +428,8 @@ def list_studies(storage_url: str | None) -> list[dict[str, Any]]:
     storage = open_storage(storage_url)
     rows = []
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        if summary.study_name == quality_mod.CACHE_STUDY:
+            continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         result = outcome(study)
         rows.append(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from speedopt import engines, isolation, knobs as knobs_mod, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measurement import Status, TrialResult
+from speedopt.offline import cache_dir
 
 RAM_CACHE_MARGIN = 1.0  # as Ultralytics' check_cache_ram: the estimate must fit twice into available RAM
 DEFAULT_EPOCHS = 100  # the trainer's default; sets the LR schedule and optimizer choice as the full run would
@@ -61,12 +60,6 @@ class TrialRequest:
         data["requested"] = Knobs(**data["requested"])
         data["notes"] = tuple(data["notes"])
         return cls(**data)
-
-
-def cache_dir() -> Path:
-    """speedopt's own cache folder (local fonts, private trainer settings)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "speedopt"
 
 
 def prepare(
@@ -192,13 +185,5 @@ def _collect(request: TrialRequest, done: isolation.Finished) -> TrialResult:
         if data["status"] != Status.OK.value:
             data["log_tail"] = tail
         return TrialResult.from_dict(data)
-    status, message = died(done)
+    status, message = done.failure()
     return _without_run(request, status, message, wall_s=wall, log_tail=tail)
-
-
-def died(done: isolation.Finished) -> tuple[Status, str]:
-    """Status and message for a child that ended without writing a result."""
-    if done.returncode == -signal.SIGKILL:
-        return Status.OOM, "killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer"
-    last = done.log_tail.splitlines()[-1] if done.log_tail else "no output"
-    return Status.ERROR, f"process exited with code {done.returncode}: {last}"

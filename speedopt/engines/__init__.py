@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from speedopt.engines.base import Engine, EngineReport, TrainRun
+from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
 from speedopt.errors import UsageError
 
 _ENGINES = {
@@ -26,4 +26,4 @@ def get(name: str) -> Engine:
     return getattr(importlib.import_module(module), cls)()
 
 
-__all__ = ["Engine", "EngineReport", "TrainRun", "NAMES", "get"]
+__all__ = ["Engine", "EngineReport", "ProbeRun", "ProbeScores", "TrainRun", "NAMES", "get"]

@@ -9,6 +9,7 @@ the result) is the trial's job, shared by all engines. A new trainer is one new 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -40,6 +41,29 @@ class EngineReport:
     notes: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class ProbeRun:
+    """A quality probe: train these knobs for a fixed budget from scratch (or ``weights``), validate."""
+
+    data_yaml: str
+    knobs: Knobs
+    device: str
+    epochs: int
+    fraction: float  # of the training set
+    seed: int
+    workdir: Path
+    weights: str | None = None  # a local checkpoint to start from
+
+
+@dataclass(frozen=True)
+class ProbeScores:
+    """Validation accuracy of a probe on the val split."""
+
+    map50: float
+    map50_95: float
+    images: int  # training images the probe used
+
+
 class Engine(abc.ABC):
     """A trainer adapter. Subclasses implement :meth:`version` and :meth:`train`; the rest are optional hooks."""
 
@@ -55,6 +79,14 @@ class Engine(abc.ABC):
 
     def prepare(self, cache_dir: Path) -> None:
         """Run inside the trial process before :meth:`train`: offline set-up (local fonts, settings)."""
+
+    def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
+        """Optional hook: train ``run.epochs`` epochs and return val mAP (the quality probe).
+
+        ``progress(epoch, epochs)`` after each epoch. Engines without it cannot judge accuracy,
+        and searches on them need ``--quality off``.
+        """
+        raise NotImplementedError(f"the {self.name} engine has no quality probe; use --quality off")
 
     @abc.abstractmethod
     def train(self, run: TrainRun, clock: StepClock) -> EngineReport:

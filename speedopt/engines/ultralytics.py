@@ -9,10 +9,11 @@ Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer force
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 import re
 from pathlib import Path
 
-from speedopt.engines.base import Engine, EngineReport, TrainRun
+from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
 from speedopt.offline import place_font
@@ -32,6 +33,15 @@ def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
     """
     iterations = -(-images_total // max(batch, 64)) * epochs
     return "SGD" if iterations > 10_000 else "auto"
+
+
+def _skip_amp_check(amp: bool) -> None:
+    """check_amp() downloads yolo26n.pt to compare FP32/AMP outputs. speedopt measures AMP as asked
+    and judges its accuracy with the quality probe, so the check is skipped rather than downloaded."""
+    if amp:
+        import ultralytics.engine.trainer as trainer_module
+
+        trainer_module.check_amp = lambda model: True
 
 
 class UltralyticsEngine(Engine):
@@ -56,17 +66,52 @@ class UltralyticsEngine(Engine):
         if any(SETTINGS.get(k) != v for k, v in wanted.items()):
             SETTINGS.update(wanted)
 
-    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
-        import torch
-        import ultralytics.engine.trainer as trainer_module
+    def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         from ultralytics.models.yolo.detect import DetectionTrainer
         from ultralytics.utils import callbacks
 
         knobs = run.knobs
-        if knobs.amp:
-            # check_amp() downloads yolo26n.pt to compare FP32/AMP outputs. speedopt measures AMP as asked;
-            # its accuracy is the quality probe's job, so the check is skipped rather than downloaded.
-            trainer_module.check_amp = lambda model: True
+        _skip_amp_check(knobs.amp)
+        overrides = {
+            "model": model_argument(knobs.model),
+            "pretrained": run.weights or False,
+            "data": run.data_yaml,
+            "imgsz": knobs.imgsz,
+            "batch": knobs.batch,
+            "workers": knobs.workers,
+            "amp": knobs.amp,
+            "freeze": knobs.freeze or None,
+            "device": run.device,
+            "epochs": run.epochs,
+            "fraction": run.fraction,
+            "seed": run.seed,
+            "deterministic": True,
+            "project": str(run.workdir),
+            "name": "probe",
+            "exist_ok": True,
+            "plots": False,
+            "val": False,  # the last epoch still validates: that is the probe's score
+        }
+        hooks = callbacks.get_default_callbacks()
+        hooks["on_pretrain_routine_start"].append(lambda t: setattr(t.args, "workers", knobs.workers))
+        hooks["on_train_epoch_end"].append(lambda t: progress(t.epoch + 1, t.epochs))
+        trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
+        trainer.final_eval = lambda: None  # would validate best.pt, the same weights, a second time
+        trainer.train()
+        metrics = trainer.metrics or {}
+        return ProbeScores(
+            map50=float(metrics.get("metrics/mAP50(B)", 0.0)),
+            map50_95=float(metrics.get("metrics/mAP50-95(B)", 0.0)),
+            images=len(trainer.train_loader.dataset),
+        )
+
+    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
+        import torch
+        from ultralytics.models.yolo.detect import DetectionTrainer
+        from ultralytics.utils import callbacks
+
+        knobs = run.knobs
+        _skip_amp_check(knobs.amp)
         overrides = {
             "model": model_argument(knobs.model),
             "data": run.data_yaml,
