@@ -250,7 +250,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     view = progress.LiveView(err) if err.is_terminal else progress.PlainView(err)
     result = search.run(plan, view)
-    out = Console()
+    out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.by_status.items()))
     out.print(f"study {result.study_name}: {result.complete} complete trials ({counts})", highlight=False)
     _print_quality(out, plan, result)
