@@ -161,6 +161,9 @@ class TrialResult:
     warmup: int | None = None
     images_used: int | None = None
     images_total: int | None = None
+    train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
+    val_build_s: float | None = None
+    val_images: int | None = None
     network_blocked: tuple[str, ...] = ()
     log_tail: str = field(default="", repr=False)
 

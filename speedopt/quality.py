@@ -227,6 +227,7 @@ class Judge:
             self.hits += 1
             return cached
         request = {
+            "kind": "probe",
             "engine": self.attrs["engine"],
             "data_yaml": self.attrs["data"],
             "knobs": self._probe_knobs(knobs).to_dict(),
@@ -246,7 +247,7 @@ class Judge:
 
         with hostlock.measuring(self.owner, on_wait=self.on_wait):
             done = isolation.run_isolated(
-                "speedopt.probe_process",
+                "speedopt.job_process",
                 json.dumps(request),
                 engine.environment(Path(request["cache_dir"])),
                 self.policy.timeout_s,

@@ -88,6 +88,9 @@ def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialRe
         gpu_util_mean=gpu_util,
         cpu_util_mean=cpu,
         images_used=report.images_used,
+        train_build_s=report.train_build_s,
+        val_build_s=report.val_build_s,
+        val_images=report.val_images,
         network_blocked=tuple(blocked),
         **base,
     )

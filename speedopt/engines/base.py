@@ -39,6 +39,9 @@ class EngineReport:
     knobs: Knobs  # read back from the trainer after its set-up: what it really runs
     images_used: int
     notes: tuple[str, ...] = field(default=())
+    train_build_s: float | None = None  # building the train dataset: label scan and cache fill
+    val_build_s: float | None = None
+    val_images: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,11 @@ class Engine(abc.ABC):
         and searches on them need ``--quality off``.
         """
         raise NotImplementedError(f"the {self.name} engine has no quality probe; use --quality off")
+
+    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
+        """Optional hook: seconds of one validation pass on the val split as the trainer runs it
+        each epoch, and the images validated. Used to project a full run's wall time."""
+        raise NotImplementedError(f"the {self.name} engine cannot time a validation pass")
 
     @abc.abstractmethod
     def train(self, run: TrainRun, clock: StepClock) -> EngineReport:

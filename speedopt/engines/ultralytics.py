@@ -8,9 +8,11 @@ Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer force
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from collections.abc import Callable
 import re
+import time
 from pathlib import Path
 
 from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
@@ -67,36 +69,7 @@ class UltralyticsEngine(Engine):
             SETTINGS.update(wanted)
 
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
-        from ultralytics.models.yolo.detect import DetectionTrainer
-        from ultralytics.utils import callbacks
-
-        knobs = run.knobs
-        _skip_amp_check(knobs.amp)
-        overrides = {
-            "model": model_argument(knobs.model),
-            "pretrained": run.weights or False,
-            "data": run.data_yaml,
-            "imgsz": knobs.imgsz,
-            "batch": knobs.batch,
-            "workers": knobs.workers,
-            "amp": knobs.amp,
-            "freeze": knobs.freeze or None,
-            "device": run.device,
-            "epochs": run.epochs,
-            "fraction": run.fraction,
-            "seed": run.seed,
-            "deterministic": True,
-            "project": str(run.workdir),
-            "name": "probe",
-            "exist_ok": True,
-            "plots": False,
-            "val": False,  # the last epoch still validates: that is the probe's score
-        }
-        hooks = callbacks.get_default_callbacks()
-        hooks["on_pretrain_routine_start"].append(lambda t: setattr(t.args, "workers", knobs.workers))
-        hooks["on_train_epoch_end"].append(lambda t: progress(t.epoch + 1, t.epochs))
-        trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
-        trainer.final_eval = lambda: None  # would validate best.pt, the same weights, a second time
+        trainer = _probe_trainer(run, lambda t: progress(t.epoch + 1, t.epochs))
         trainer.train()
         metrics = trainer.metrics or {}
         return ProbeScores(
@@ -104,6 +77,22 @@ class UltralyticsEngine(Engine):
             map50_95=float(metrics.get("metrics/mAP50-95(B)", 0.0)),
             images=len(trainer.train_loader.dataset),
         )
+
+    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
+        # One epoch on one batch, then the epoch-end validation the trainer runs every epoch, timed.
+        one_batch = dataclasses.replace(run, epochs=1, fraction=run.knobs.batch)
+        trainer = _probe_trainer(one_batch, lambda t: None)
+        validate, spent = trainer.validate, []
+
+        def timed():
+            started = time.perf_counter()
+            out = validate()
+            spent.append(time.perf_counter() - started)
+            return out
+
+        trainer.validate = timed
+        trainer.train()
+        return spent[-1], len(trainer.test_loader.dataset)
 
     def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
         import torch
@@ -173,6 +162,7 @@ class UltralyticsEngine(Engine):
         hooks["on_train_batch_start"].append(batch_start)
         hooks["on_train_batch_end"].append(batch_end)
         trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
+        builds = _time_dataset_builds(trainer)
         try:
             trainer.train()
         except TrialFinished:
@@ -188,7 +178,64 @@ class UltralyticsEngine(Engine):
                 f"workers={knobs.workers} requested, the dataloader ran {as_run.workers} "
                 "(the trainer caps workers at the CPU cores and at the batches per epoch)"
             )
-        return EngineReport(knobs=as_run, images_used=int(seen["images_used"]), notes=tuple(notes))
+        return EngineReport(
+            knobs=as_run,
+            images_used=int(seen["images_used"]),
+            notes=tuple(notes),
+            train_build_s=builds.get("train"),
+            val_build_s=builds.get("val"),
+            val_images=len(trainer.test_loader.dataset),
+        )
+
+
+def _probe_trainer(run: ProbeRun, on_epoch_end: Callable) -> object:
+    """A trainer for a quality probe: fixed budget and seed, deterministic, plots off."""
+    from ultralytics.models.yolo.detect import DetectionTrainer
+    from ultralytics.utils import callbacks
+
+    knobs = run.knobs
+    _skip_amp_check(knobs.amp)
+    overrides = {
+        "model": model_argument(knobs.model),
+        "pretrained": run.weights or False,
+        "data": run.data_yaml,
+        "imgsz": knobs.imgsz,
+        "batch": knobs.batch,
+        "workers": knobs.workers,
+        "amp": knobs.amp,
+        "freeze": knobs.freeze or None,
+        "device": run.device,
+        "epochs": run.epochs,
+        "fraction": run.fraction,
+        "seed": run.seed,
+        "deterministic": True,
+        "project": str(run.workdir),
+        "name": "probe",
+        "exist_ok": True,
+        "plots": False,
+        "val": False,  # the last epoch still validates: that is the probe's score
+    }
+    hooks = callbacks.get_default_callbacks()
+    hooks["on_pretrain_routine_start"].append(lambda t: setattr(t.args, "workers", knobs.workers))
+    hooks["on_train_epoch_end"].append(on_epoch_end)
+    trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
+    trainer.final_eval = lambda: None  # would validate best.pt, the same weights, a second time
+    return trainer
+
+
+def _time_dataset_builds(trainer) -> dict[str, float]:
+    """Time the trainer's dataset builds (label scan + cache fill) per mode, filled as they happen."""
+    seconds: dict[str, float] = {}
+    build = trainer.build_dataset
+
+    def timed(img_path, mode="train", batch=None):
+        started = time.perf_counter()
+        dataset = build(img_path, mode=mode, batch=batch)
+        seconds[mode] = time.perf_counter() - started
+        return dataset
+
+    trainer.build_dataset = timed
+    return seconds
 
 
 def _knobs_as_run(trainer, asked: Knobs) -> Knobs:

@@ -1,7 +1,8 @@
-"""The inside of one quality probe: ``python -m speedopt.probe_process WORKDIR``.
+"""The inside of one engine job other than a speed trial: ``python -m speedopt.job_process WORKDIR``.
 
-Trains one accuracy signature for the probe budget through its engine and writes val mAP (or the
-status that ended it) as the result; see :mod:`speedopt.isolation` for the process contract.
+Two kinds: ``probe`` trains one accuracy signature for the probe budget and returns val mAP;
+``validate`` times one validation pass on the val split. Either way the result says how it ended;
+see :mod:`speedopt.isolation` for the process contract.
 """
 
 from __future__ import annotations
@@ -36,14 +37,18 @@ def main(argv: list[str]) -> int:
             workdir=workdir,
             weights=request.get("weights"),
         )
-        scores = engine.probe(run, lambda done, of: isolation.child_progress(workdir, phase="epoch", done=done, of=of))
-        result = {
-            "status": "ok",
-            "message": f"trained {run.epochs} epochs on {scores.images} images",
-            "map50": scores.map50,
-            "map50_95": scores.map50_95,
-            "images": scores.images,
-        }
+        if request["kind"] == "validate":
+            seconds, images = engine.time_validation(run)
+            result = {"status": "ok", "message": f"validated {images} images", "val_s": seconds, "val_images": images}
+        else:
+            scores = engine.probe(run, lambda done, of: isolation.child_progress(workdir, phase="epoch", done=done, of=of))
+            result = {
+                "status": "ok",
+                "message": f"trained {run.epochs} epochs on {scores.images} images",
+                "map50": scores.map50,
+                "map50_95": scores.map50_95,
+                "images": scores.images,
+            }
     except BaseException as exc:  # every failure becomes a status, never a crash
         status, message = status_of(exc)
         result = {"status": status.value, "message": message}
