@@ -134,6 +134,28 @@ def _build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
     quality.add_argument("--probe-timeout", type=float, default=3600.0, help="seconds before one probe is killed (default 3600)")
 
+    search.add_argument("--epochs", type=_int, default=100, help="epochs of the full run, for the report's projection (default 100)")
+    search.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
+
+    report = sub.add_parser(
+        "report",
+        help="write reports/<study>.md with figures: baseline vs recommended, projection, bottlenecks",
+        description="Write a markdown report of a study, with PNG figures in a folder beside it: machine and "
+        "dataset, baseline vs recommended, the projected wall time of the full run (an estimate: measured "
+        "throughput, dataset build and one timed validation pass), the recommended command, every trial, the "
+        "bottleneck of each trial in numbers, and parameter importance.",
+    )
+    report.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
+    report.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
+    report.add_argument("--out", default="reports", help="output folder (default reports/)")
+    report.add_argument("--epochs", type=_int, default=100, help="epochs of the full run to project (default 100, the trainer's)")
+
+    best = sub.add_parser("best", help="print only the recommended config, for scripts")
+    best.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
+    best.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
+    best.add_argument("--format", default="cli", choices=("cli", "python", "json", "yaml"), help="output form (default cli)")
+    best.add_argument("--epochs", type=_int, default=None, help="add epochs=E to the command")
+
     studies = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
     studies.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
     return parser
@@ -267,12 +289,59 @@ def _cmd_search(args: argparse.Namespace) -> int:
     elif base is not None:
         out.print(f"baseline ended {base.status.value}: {base.message}", highlight=False)
     data, device = plan.attrs["data"], plan.attrs["device"]
-    out.print("train with:\n  " + command.yolo_train(data, best, device=None if device == "cpu" else device), highlight=False, soft_wrap=True)
-    out.print(
-        "measure it again:\n  " + command.speedopt_trial(data, best, device, plan.attrs["steps"], plan.attrs["warmup"]),
-        highlight=False,
-        soft_wrap=True,
-    )
+    out.print("train with:\n  " + command.yolo_train(data, best, device=device), highlight=False)
+    out.print("measure it again:\n  " + command.speedopt_trial(data, best, device, plan.attrs["steps"], plan.attrs["warmup"]), highlight=False)
+    if not args.no_report:
+        from pathlib import Path
+
+        from speedopt import report
+
+        err.print("report: timing one validation pass for the baseline and the recommended config", highlight=False)
+        written = report.build(search.find_study(plan.storage_url, plan.study_name), args.epochs, Path("reports"))
+        out.print(f"report: {written.markdown}", highlight=False)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from speedopt import report, search
+
+    _quiet_optuna()
+    study = search.find_study(args.storage, args.study)
+    written = report.build(study, args.epochs, Path(args.out))
+    print(written.markdown)
+    return 0
+
+
+def _cmd_best(args: argparse.Namespace) -> int:
+    import yaml
+
+    from speedopt import command, search
+    from speedopt.knobs import Knobs
+
+    _quiet_optuna()
+    study = search.find_study(args.storage, args.study)
+    result = search.outcome(study)
+    if result.best is None:
+        raise UsageError(f"study {study.study_name!r} has no feasible trial measured ok yet")
+    knobs = Knobs.from_dict(result.best.config)
+    data, device = study.user_attrs["data"], study.user_attrs["device"]
+    if args.format == "cli":
+        print(command.yolo_train(data, knobs, device=device, epochs=args.epochs))
+    elif args.format == "python":
+        print(command.python_train(data, knobs, device=device, epochs=args.epochs))
+    else:
+        record = {
+            "study": study.study_name,
+            "data": data,
+            "device": device,
+            "trial": result.best_number,
+            "config": knobs.to_dict(),
+            "images_per_s": result.best.images_per_s,
+            "speedup": result.speedup,
+        }
+        print(json.dumps(record, indent=2) if args.format == "json" else yaml.safe_dump(record, sort_keys=False), end="\n" if args.format == "json" else "")
     return 0
 
 
@@ -328,7 +397,14 @@ def _cmd_studies(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"demo-data": _cmd_demo_data, "trial": _cmd_trial, "search": _cmd_search, "studies": _cmd_studies}
+COMMANDS = {
+    "demo-data": _cmd_demo_data,
+    "trial": _cmd_trial,
+    "search": _cmd_search,
+    "report": _cmd_report,
+    "best": _cmd_best,
+    "studies": _cmd_studies,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

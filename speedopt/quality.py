@@ -207,6 +207,7 @@ class Judge:
     _cache: ProbeCache | None = field(default=None, init=False)
     ran: int = field(default=0, init=False)
     hits: int = field(default=0, init=False)
+    _reference: tuple | None = field(default=None, init=False)  # once per process, success or failure
 
     @property
     def baseline(self) -> Knobs:
@@ -268,6 +269,11 @@ class Judge:
 
     def reference(self) -> tuple[float | None, float | None, list[dict[str, Any]], str]:
         """Baseline mAP50-95 (mean of two seeds), their spread, the runs, and why not if unavailable."""
+        if self._reference is None:
+            self._reference = self._probe_reference()
+        return self._reference
+
+    def _probe_reference(self) -> tuple[float | None, float | None, list[dict[str, Any]], str]:
         runs = [self.score(self.baseline, seed) for seed in BASELINE_SEEDS]
         failed = [r for r in runs if r["status"] != "ok"]
         if failed:

@@ -444,3 +444,24 @@ def list_studies(storage_url: str | None) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def find_study(storage_url: str | None, name: str | None):
+    """Load a study by name, or the only one in the storage; UsageError when that is ambiguous or absent."""
+    import optuna
+
+    storage = open_storage(storage_url)
+    names = [
+        s.study_name
+        for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+        if s.study_name != quality_mod.CACHE_STUDY
+    ]
+    where = storage_url or DEFAULT_URL
+    if name is None:
+        if len(names) != 1:
+            listed = f": {', '.join(names)}" if names else ""
+            raise UsageError(f"{len(names)} studies in {where}{listed}; name one with --study")
+        name = names[0]
+    if name not in names:
+        raise UsageError(f"no study {name!r} in {where}; `speedopt studies` lists them")
+    return optuna.load_study(study_name=name, storage=storage)
