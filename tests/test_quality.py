@@ -77,7 +77,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
     common = [
         "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),
         "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3",
-        "--warmup", "1", "--device", "cpu", "--probe-epochs", "30", "--probe-fraction", "1",
+        "--warmup", "1", "--device", "cpu", "--probe-epochs", "30", "--probe-fraction", "1", "--no-report",
     ]
     tight = run_cli(*common, "--max-map-loss", "0.01", "--study", "tight", cwd=tmp_path, timeout=1200)
     assert tight.returncode == 0, tight.stderr

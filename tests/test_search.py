@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 
 from tests.conftest import run_cli
 
-FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1"]
+FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report"]
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 
 

@@ -1,0 +1,94 @@
+"""A real search, then its report: sections, numbers equal to the stored attrs, valid figures."""
+
+import json
+import re
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from PIL import Image
+
+from speedopt import command
+from speedopt.knobs import Knobs
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def searched(demo_yaml, tmp_path_factory):
+    """A 3-trial search with quality probes (tiny budget), reported automatically at its end."""
+    work = tmp_path_factory.mktemp("report")
+    url = f"sqlite:///{work}/r.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "rep",
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
+        "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
+        "--probe-fraction", "0.5", "--epochs", "50", cwd=work, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    return work, url, done
+
+
+def _trials(url):
+    return optuna.load_study(study_name="rep", storage=url).get_trials(states=(TrialState.COMPLETE,))
+
+
+def test_search_writes_the_report(searched):
+    work, _, done = searched
+    assert (work / "reports" / "rep.md").is_file()
+    assert "report: reports/rep.md" in done.stdout
+
+
+def test_report_sections_numbers_and_figures(searched, tmp_path):
+    work, url, _ = searched
+    out = run_cli("report", "--storage", url, "--study", "rep", "--out", str(tmp_path), "--epochs", "50", cwd=work)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "rep.md").read_text()
+    for n, title in enumerate(
+        ["Machine and dataset", "Baseline vs recommended", "Projected full run", "Recommended command", "Trials",
+         "Bottlenecks", "Parameter importance and figures"], start=1):
+        assert f"## {n}. {title}" in text
+    assert "an estimate" in text and "Inputs (baseline)" in text
+
+    trials = {t.number: t for t in _trials(url)}
+    rows = re.findall(r"^\| (\d+) \| (yolov5\S+ [^|]+) \| ([\d.]+) \| ", text, re.M)
+    assert rows, text
+    for number, _, ips in rows:
+        assert float(ips) == round(trials[int(number)].user_attrs["images_per_s"], 2)
+    base = trials[0].user_attrs
+    assert f"| images/s | {base['images_per_s']:.2f} |" in text
+    assert f"{100 * base['data_wait_fraction']:.1f}%" in text
+
+    bash = re.search(r"```bash\n(.+?)\n```", text, re.S).group(1)
+    python = re.search(r"```python\n(.+?)\n```", text, re.S).group(1)
+    best = json.loads(run_cli("best", "--storage", url, "--study", "rep", "--format", "json", cwd=work).stdout)
+    assert command.parse_yolo_train(bash).knobs == Knobs(**best["config"])
+    assert command.parse_python_train(python).knobs == Knobs(**best["config"])
+    assert best["images_per_s"] == trials[best["trial"]].user_attrs["images_per_s"]
+
+    pngs = sorted((tmp_path / "rep").glob("*.png"))
+    assert [p.name for p in pngs] == ["history.png", "knobs.png", "speed_vs_map.png"]
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(png) as im:
+            assert im.size[0] > 300 and im.size[1] > 200
+        assert f"](rep/{png.name})" in text  # relative links: the folder can move as a whole
+
+
+def test_best_formats(searched):
+    work, url, _ = searched
+    cli = run_cli("best", "--storage", url, "--study", "rep", cwd=work).stdout.strip()
+    py = run_cli("best", "--storage", url, "--study", "rep", "--format", "python", cwd=work).stdout
+    yml = run_cli("best", "--storage", url, "--study", "rep", "--format", "yaml", cwd=work).stdout
+    assert command.parse_yolo_train(cli).knobs == command.parse_python_train(py).knobs
+    assert "config:" in yml and "images_per_s:" in yml
+
+
+def test_report_on_missing_or_empty_study_exit_2(searched, tmp_path):
+    work, url, _ = searched
+    missing = run_cli("report", "--storage", url, "--study", "nope", cwd=work)
+    assert missing.returncode == 2 and "no study 'nope'" in missing.stderr and "Traceback" not in missing.stderr
+    empty_url = f"sqlite:///{tmp_path}/empty.db"
+    optuna.create_study(study_name="empty", storage=empty_url)
+    empty = run_cli("report", "--storage", empty_url, cwd=tmp_path)
+    assert empty.returncode == 2 and "no completed trial" in empty.stderr
+    assert len(empty.stderr.strip().splitlines()) == 1
