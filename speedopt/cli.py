@@ -134,6 +134,11 @@ def _build_parser() -> argparse.ArgumentParser:
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
     quality.add_argument("--probe-timeout", type=float, default=3600.0, help="seconds before one probe is killed (default 3600)")
 
+    search.add_argument(
+        "--warm-start", default=None, metavar="SOURCE",
+        help="start from another study: a storage URL or an exported .db/.log file, optionally ::STUDY; its best "
+        "configs are adapted to this machine and run right after the baseline, its probes reused if the dataset matches",
+    )
     search.add_argument("--epochs", type=_int, default=100, help="epochs of the full run, for the report's projection (default 100)")
     search.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
 
@@ -155,6 +160,36 @@ def _build_parser() -> argparse.ArgumentParser:
     best.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
     best.add_argument("--format", default="cli", choices=("cli", "python", "json", "yaml"), help="output form (default cli)")
     best.add_argument("--epochs", type=_int, default=None, help="add epochs=E to the command")
+
+    worker = sub.add_parser(
+        "worker",
+        help="join an existing study and run its trials (several workers can share one study)",
+        description="Join a study made by `speedopt search`: data, space, constraint, engine and steps come from the "
+        "study's attrs. Refuses a study made on a different kind of machine (GPU model or count, CPU model or core "
+        "count), since mixing machines in one study corrupts its numbers. Stops when the study holds its target "
+        "number of complete trials.",
+    )
+    worker.add_argument("--storage", required=True, help="the study's storage URL (e.g. postgresql://user@host/db)")
+    worker.add_argument("--study", required=True, help="the study to join")
+
+    dash = sub.add_parser(
+        "dashboard",
+        help="serve the Optuna dashboard on the study storage",
+        description="Serve optuna-dashboard for the storage (binds to 127.0.0.1 unless told otherwise). Each study "
+        "shows images/s as its objective, each trial's measurements as user attrs and the report as its note.",
+    )
+    dash.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
+    dash.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    dash.add_argument("--port", type=_int, default=8080, help="port (default 8080)")
+
+    exp = sub.add_parser("export", help="write a study to one portable file (SQLite .db or journal .log)")
+    exp.add_argument("--study", required=True, help="the study to export")
+    exp.add_argument("--storage", default=None, help="its storage URL (default sqlite:///studies/speedopt.db)")
+    exp.add_argument("-o", "--output", required=True, metavar="FILE", help="new file: *.db (SQLite) or *.log (journal)")
+
+    imp = sub.add_parser("import", help="bring an exported study (and its probe cache) into a storage")
+    imp.add_argument("file", help="an exported .db/.log file, optionally FILE::STUDY")
+    imp.add_argument("--storage", default=None, help="target storage URL (default sqlite:///studies/speedopt.db)")
 
     studies = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
     studies.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
@@ -267,6 +302,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
         probe_fraction=args.probe_fraction,
         weights=args.weights,
         probe_timeout_s=args.probe_timeout,
+        warm_start=args.warm_start,
     )
     _quiet_optuna()
     err = Console(stderr=True)
@@ -299,6 +335,50 @@ def _cmd_search(args: argparse.Namespace) -> int:
         err.print("report: timing one validation pass for the baseline and the recommended config", highlight=False)
         written = report.build(search.find_study(plan.storage_url, plan.study_name), args.epochs, Path("reports"))
         out.print(f"report: {written.markdown}", highlight=False)
+    return 0
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from speedopt import progress, search
+
+    _quiet_optuna()
+    plan = search.plan_for_worker(args.storage, args.study)
+    err = Console(stderr=True)
+    view = progress.LiveView(err) if err.is_terminal else progress.PlainView(err)
+    result = search.run(plan, view, create=False)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(result.by_status.items()))
+    print(f"study {result.study_name}: {result.complete} of {plan.trials} complete trials ({counts})")
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from optuna_dashboard import run_server
+
+    from speedopt.storage import DEFAULT_URL, open_storage
+
+    storage = open_storage(args.storage)
+    print(f"speedopt dashboard: {args.storage or DEFAULT_URL} at http://{args.host}:{args.port}/dashboard (Ctrl+C stops)", flush=True)
+    run_server(storage, host=args.host, port=args.port)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from speedopt import transfer
+
+    _quiet_optuna()
+    trials, entries = transfer.export(args.study, args.storage, args.output)
+    print(f"exported study {args.study!r}: {trials} trials and {entries} probe result(s) to {args.output}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from speedopt import transfer
+
+    _quiet_optuna()
+    name, trials, added = transfer.import_study(args.file, args.storage)
+    print(f"imported study {name!r}: {trials} trials, {added} new probe result(s)")
     return 0
 
 
@@ -403,6 +483,10 @@ COMMANDS = {
     "search": _cmd_search,
     "report": _cmd_report,
     "best": _cmd_best,
+    "worker": _cmd_worker,
+    "dashboard": _cmd_dashboard,
+    "export": _cmd_export,
+    "import": _cmd_import,
     "studies": _cmd_studies,
 }
 

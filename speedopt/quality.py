@@ -262,7 +262,14 @@ class Judge:
             result = {"status": status.value, "message": message}
         else:
             result = done.result
-        result = {**result, "signature": sig, "seed": seed, "epochs": self.policy.epochs, "fraction": self.policy.fraction}
+        result = {
+            **result,
+            "signature": sig,
+            "seed": seed,
+            "epochs": self.policy.epochs,
+            "fraction": self.policy.fraction,
+            "dataset": self.attrs["dataset"]["id"],
+        }
         if result["status"] == "ok":
             self._cache.put(key, result)  # failures are not cached: a later run may have more memory or time
         return result

@@ -66,6 +66,7 @@ def _rows(study) -> list[dict[str, Any]]:
                 "map_loss": a.get("map_loss"),
                 "quality_reason": a.get("quality_reason", ""),
                 "role": a.get("role"),
+                "source_trial": a.get("source_trial"),
                 "result": TrialResult.from_dict(a),
                 "start": t.datetime_start,
                 "end": t.datetime_complete,
@@ -208,6 +209,19 @@ def build(study, epochs: int, out_dir: Path, measure_validation: bool = True) ->
             every = ",".join(str(i) for i in range(len(machine["gpus"])))
             md += [f"On all {len(machine['gpus'])} GPUs (DDP; not measured by this study):", "", "```bash",
                    command.yolo_train(attrs["data"], knobs, device=every, epochs=epochs), "```", ""]
+    warm = attrs.get("warm_start")
+    if warm:
+        md += ["## Warm start", "", f"Configs taken from study `{warm['study']}` ({warm['source']}), made on "
+               f"{warm['machine'].get('cpu_model')} x{warm['machine'].get('cpu_cores')} cores, GPUs {warm['machine'].get('gpus') or 'none'}; "
+               f"probes {'reused (same dataset)' if warm['same_dataset'] else 'not reused (dataset differs)'}.", "",
+               "| source trial | images/s there | adapted here | changes | trial here | images/s here |", "|---|---|---|---|---|---|"]
+        here = {r.get("source_trial"): r for r in rows if r["role"] == "warm-start"}
+        for c in warm["configs"]:
+            r = here.get(c["source_trial"])
+            got = (_f(r["images_per_s"], 2) if r["status"] == "ok" else r["status"]) if r else "not run yet"
+            md.append(f"| {c['source_trial']} | {c['source_images_per_s']:.2f} | {knobs_text(c['knobs'])} | "
+                      f"{'; '.join(c['changes']) or 'none'} | {r['number'] if r else '-'} | {got} |")
+        md.append("")
     md += ["## 5. Trials", "", "Top feasible trials (measured ok, accuracy kept):", "",
            "| # | config | images/s | vs baseline | data wait | mAP50-95 | mAP loss |", "|---|---|---|---|---|---|---|"]
     base_ips = base["images_per_s"] if base and base["status"] == "ok" else None
@@ -253,5 +267,18 @@ def build(study, epochs: int, out_dir: Path, measure_validation: bool = True) ->
         md += ["Accuracy: quality off: accuracy knobs were fixed at the baseline's values.", ""]
     md.append(f"_Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by speedopt report._")
     path = out_dir / f"{study.study_name}.md"
-    path.write_text("\n".join(md) + "\n")
+    text = "\n".join(md) + "\n"
+    path.write_text(text)
+    _save_note(study, text, path)
     return Written(path, tuple(figs))
+
+
+def _save_note(study, text: str, path: Path) -> None:
+    """The report as the study's note in optuna-dashboard (figures named, since they live on disk)."""
+    from optuna_dashboard import save_note
+
+    lines = [
+        f"_(figure: {line[line.index('](') + 2:-1]} beside {path.name})_" if line.startswith("![") else line
+        for line in text.splitlines()
+    ]
+    save_note(study, "\n".join(lines))

@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import platform
 import time
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,7 @@ class SearchPlan:
     attrs: dict[str, Any]
     ram_limit_bytes: int | None = None
     trial_timeout_s: float = 900.0
+    warm_cache: dict[str, Any] = dataclasses.field(default_factory=dict)  # probe results to reuse
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ def plan(
     probe_fraction: float = 0.25,
     weights: str | None = None,
     probe_timeout_s: float = 3600.0,
+    warm_start: str | None = None,
 ) -> SearchPlan:
     """Check the inputs and decide the study; raises UsageError, touches no storage."""
     if trials < 1:
@@ -151,6 +155,19 @@ def plan(
             )
     space = space_mod.Space(domains).containing(base)
     fp_data = dataset_mod.fingerprint(ds)
+    warm, warm_cache = None, {}
+    if warm_start:
+        from speedopt import warmstart
+
+        def ram_fits(k: Knobs) -> bool:
+            need = dataset_mod.estimate_ram_cache_bytes(ds.train_images, k.imgsz) * (1 + trial_mod.RAM_CACHE_MARGIN)
+            return need <= _ram_available(ram_limit)
+
+        warm, warm_cache = warmstart.plan(warm_start, space, base, machine.cpu_cores(), cuda, ram_fits, fp_data["id"])
+        notes.append(
+            f"warm start from study {warm.study!r}: {len(warm.configs)} config(s) enqueued after the baseline"
+            + (f", {len(warm_cache)} probe result(s) reused (same dataset)" if warm.same_dataset else ", dataset differs: probes not reused")
+        )
     attrs = {
         "speedopt_version": __version__,
         "objective": OBJECTIVE,
@@ -167,7 +184,11 @@ def plan(
         "trial_timeout_s": trial_timeout_s,
         "ram_limit_bytes": ram_limit,
         "quality": policy.to_dict(),
+        "trials": trials,
+        "seed": seed,
     }
+    if warm:
+        attrs["warm_start"] = warm.to_dict()
     key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev], sort_keys=True)
     name = study or f"{ds.name}-{machine.short_name(fp_machine)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
     return SearchPlan(
@@ -182,6 +203,43 @@ def plan(
         attrs=attrs,
         ram_limit_bytes=ram_limit,
         trial_timeout_s=trial_timeout_s,
+        warm_cache=warm_cache,
+    )
+
+
+def machine_mismatch(made_on: dict[str, Any], here: dict[str, Any]) -> str | None:
+    """Why measurements of these two machines must not share a study (None if they may)."""
+    for key, what in (("gpus", "GPU models/count"), ("cpu_cores", "CPU core count"), ("cpu_model", "CPU model")):
+        if made_on.get(key) != here.get(key):
+            return f"{what} differ: study made on {made_on.get(key)!r}, this machine has {here.get(key)!r}"
+    return None
+
+
+def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
+    """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
+    study = find_study(storage_url, study_name)
+    attrs = dict(study.user_attrs)
+    if "space" not in attrs or "trials" not in attrs:
+        raise UsageError(f"study {study_name!r} was not made by speedopt search; nothing to join")
+    here = machine.fingerprint(str(Path(attrs["data"]).parent) if Path(attrs["data"]).exists() else ".")
+    why = machine_mismatch(attrs["machine"]["key"], here["key"])
+    if why:
+        raise UsageError(f"refusing to join {study_name!r}: {why}; mixing machines in one study corrupts its numbers")
+    dataset_mod.load(attrs["data"])  # the data must be here too, at the same path
+    if attrs["device"] != "cpu":
+        machine.parse_device(attrs["device"])
+    return SearchPlan(
+        storage_url=storage_url,
+        study_name=study.study_name,
+        trials=attrs["trials"],
+        timeout_s=None,
+        seed=attrs.get("seed", 0) + os.getpid(),  # workers must not all sample the same sequence
+        space=space_mod.Space.from_dict(attrs["space"]),
+        baseline=Knobs(**attrs["baseline"]),
+        notes=(f"joined study {study.study_name!r} as a worker",),
+        attrs=attrs,
+        ram_limit_bytes=attrs.get("ram_limit_bytes"),
+        trial_timeout_s=attrs.get("trial_timeout_s", 900.0),
     )
 
 
@@ -316,65 +374,105 @@ def _objective(plan: SearchPlan, view: View, judge: quality_mod.Judge) -> Callab
     return objective
 
 
-def _open_study(plan: SearchPlan, storage, create: bool):
+def _open_study(plan: SearchPlan, storage):
     import optuna
 
-    sampler = optuna.samplers.TPESampler(seed=plan.seed)
-    if not create:
-        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=sampler)
-    study = optuna.create_study(
+    # constant_liar: trials still running on other workers count as pessimistic, so workers spread out
+    sampler = optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
+    return optuna.create_study(
         study_name=plan.study_name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
     )
-    return study
 
 
-def run(plan: SearchPlan, view: View) -> SearchOutcome:
-    """Create or resume the study and run trials until it holds ``plan.trials`` complete ones."""
+def _counts(study) -> tuple[int, int, int]:
+    """(complete, running, waiting) trials of the study."""
+    from optuna.trial import TrialState
+
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    return states.count(TrialState.COMPLETE), states.count(TrialState.RUNNING), states.count(TrialState.WAITING)
+
+
+def _guarded(objective: Callable, target: int) -> Callable:
+    """Prune a trial that would exceed the target: another worker took the last slot meanwhile."""
     import optuna
     from optuna.trial import TrialState
+
+    def run_one(trial) -> float:
+        others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in others)
+        if busy >= target:
+            raise optuna.TrialPruned(f"the study already has {target} trials complete or running")
+        return objective(trial)
+
+    return run_one
+
+
+def _create(plan: SearchPlan, study, storage) -> list[str]:
+    """First run of a study: attrs, baseline as trial 0, warm-start configs, reused probes."""
+    from speedopt.transfer import merge_cache
+
+    notes = []
+    study.set_metric_names([OBJECTIVE])
+    for key, value in plan.attrs.items():
+        study.set_user_attr(key, value)
+    sampled = plan.space.sampled()
+    study.enqueue_trial({k: v for k, v in plan.baseline.to_dict().items() if k in sampled}, user_attrs={"role": "baseline"})
+    for config in plan.attrs.get("warm_start", {}).get("configs", []):
+        study.enqueue_trial(
+            {k: v for k, v in config["knobs"].items() if k in sampled},
+            user_attrs={"role": "warm-start", "source_trial": config["source_trial"]},
+            skip_if_exists=True,
+        )
+    if plan.warm_cache:
+        notes.append(f"{merge_cache(plan.warm_cache, storage)} probe result(s) copied from the warm-start source")
+    return notes
+
+
+def run(plan: SearchPlan, view: View, create: bool = True) -> SearchOutcome:
+    """Create (or resume, or join) the study and run trials until it holds ``plan.trials`` complete ones.
+
+    Several processes may run on one study: a trial that would exceed the target because another
+    worker took the last slot is pruned, and a process stops when the remaining slots are taken.
+    """
+    import optuna
 
     storage = open_storage(plan.storage_url)
     if plan.study_name == quality_mod.CACHE_STUDY:
         raise UsageError(f"{quality_mod.CACHE_STUDY} is speedopt's probe cache; choose another --study name")
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     exists = plan.study_name in names
-    if exists:
+    if exists and create:
         existing = optuna.load_study(study_name=plan.study_name, storage=storage).user_attrs
         _check_protocol(existing, plan.attrs, plan.study_name)
-    study = _open_study(plan, storage, create=True)
+    study = _open_study(plan, storage)
     notes = list(plan.notes)
     if not exists:
-        study.set_metric_names([OBJECTIVE])
-        for key, value in plan.attrs.items():
-            study.set_user_attr(key, value)
-        study.enqueue_trial(
-            {k: v for k, v in plan.baseline.to_dict().items() if k in plan.space.sampled()},
-            user_attrs={"role": "baseline"},
-        )
+        notes += _create(plan, study, storage)
     else:
+        if create and study.user_attrs.get("trials") != plan.trials:
+            study.set_user_attr("trials", plan.trials)
         recovered = recover_interrupted(study, storage)
         if recovered:
             notes.append(f"trial(s) {', '.join(map(str, recovered))} were interrupted (process gone): marked failed and re-queued")
-    so_far = outcome(study)
-    view.start(plan, so_far, notes)
+    view.start(plan, outcome(study), notes)
+    started = time.monotonic()
     try:
-        remaining = plan.trials - so_far.complete
-        if remaining > 0:
-            judge = quality_mod.Judge(
-                quality_mod.Policy(**plan.attrs["quality"]),
-                plan.attrs,
-                storage,
-                plan.study_name,
-                on_wait=view.waiting,
-                progress=view.trial_progress,
-            )
-            study.optimize(
-                _objective(plan, view, judge),
-                n_trials=remaining,
-                timeout=plan.timeout_s,
-                callbacks=[optuna.study.MaxTrialsCallback(plan.trials, states=(TrialState.COMPLETE,))],
-                gc_after_trial=False,
-            )
+        judge = quality_mod.Judge(
+            quality_mod.Policy(**plan.attrs["quality"]),
+            plan.attrs,
+            storage,
+            plan.study_name,
+            on_wait=view.waiting,
+            progress=view.trial_progress,
+        )
+        objective = _guarded(_objective(plan, view, judge), plan.trials)
+        while True:
+            complete, running, waiting = _counts(study)
+            if complete >= plan.trials or (complete + running >= plan.trials and not waiting):
+                break
+            if plan.timeout_s is not None and time.monotonic() - started > plan.timeout_s:
+                break
+            study.optimize(objective, n_trials=1, gc_after_trial=False)
     finally:
         view.stop()
     return outcome(study)

@@ -25,6 +25,18 @@ def retry_callback():
     return optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
 
 
+def url_for(text: str) -> str:
+    """A storage URL from a URL or a file path (``*.db``/``*.sqlite`` -> SQLite, ``*.log`` -> journal)."""
+    if "://" in text or text.startswith("journal:"):
+        return text
+    path = Path(text).expanduser().resolve()
+    if path.suffix in (".log", ".journal"):
+        return f"journal:{path}"
+    if path.suffix in (".db", ".sqlite", ".sqlite3"):
+        return f"sqlite:///{path}"
+    raise UsageError(f"{text!r} is neither a storage URL nor a .db/.sqlite/.log file")
+
+
 def open_storage(url: str | None = None):
     """Open (creating where needed) the storage at ``url``; default: ``studies/speedopt.db`` here."""
     import optuna

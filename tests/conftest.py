@@ -33,3 +33,26 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def small_study(demo_yaml, tmp_path_factory):
+    """A 3-trial search with tiny quality probes and its report (so a dashboard note), in SQLite."""
+    work = tmp_path_factory.mktemp("small-study")
+    url = f"sqlite:///{work}/small.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
+        "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
+        "--probe-fraction", "0.5", cwd=work, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    return work, url, "small"
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
