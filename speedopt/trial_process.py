@@ -54,7 +54,7 @@ def _classify(exc: BaseException) -> tuple[Status, str]:
 
 def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialResult:
     """Run the request through its engine and turn what happened into a TrialResult."""
-    engine = engines.get(request.engine)
+    engine = engines.get(request.engine, yolov5_dir=request.yolov5_dir)
     progress_file = workdir / "progress.json"
     _write_json(progress_file, {"phase": "setup"})
 
