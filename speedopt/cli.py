@@ -31,6 +31,19 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    from speedopt.engines import NAMES
+
+    parser.add_argument(
+        "--engine", default="ultralytics", choices=NAMES,
+        help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
+    )
+    parser.add_argument(
+        "--yolov5-dir", default=None, metavar="PATH",
+        help="with --engine yolov5: your clone of ultralytics/yolov5 (default: the yolov5 package, speedopt[yolov5])",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="speedopt",
@@ -86,6 +99,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--ram-limit", type=float, default=None, metavar="GIB",
         help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
     )
+    _engine_options(trial)
     trial.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     search = sub.add_parser(
@@ -117,6 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--device", default=None, help="cpu or a GPU index (default: GPU 0 if any, else cpu)")
     search.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before one trial is killed (default 900)")
     search.add_argument("--ram-limit", type=float, default=None, metavar="GIB", help="RAM (GiB) cache=ram may use (default: what is free)")
+    _engine_options(search)
 
     studies = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
     studies.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
@@ -166,6 +181,8 @@ def _cmd_trial(args: argparse.Namespace) -> int:
         args.data,
         requested,
         device=args.device,
+        engine=args.engine,
+        yolov5_dir=args.yolov5_dir,
         steps=args.steps,
         warmup=args.warmup,
         timeout_s=args.timeout,
@@ -221,6 +238,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         seed=args.seed,
         device=args.device,
+        engine=args.engine,
+        yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout,
         ram_limit_gb=args.ram_limit,
     )
@@ -243,13 +262,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
         out.print(f"speedup over the baseline (trial 0, {base.images_per_s:.1f} images/s): {result.speedup:.2f}x, both measured in this study", highlight=False)
     elif base is not None:
         out.print(f"baseline ended {base.status.value}: {base.message}", highlight=False)
-    data, device = plan.attrs["data"], plan.attrs["device"]
-    out.print("train with:\n  " + command.yolo_train(data, best, device=None if device == "cpu" else device), highlight=False, soft_wrap=True)
-    out.print(
-        "measure it again:\n  " + command.speedopt_trial(data, best, device, plan.attrs["steps"], plan.attrs["warmup"]),
-        highlight=False,
-        soft_wrap=True,
+    data, device, engine, yolov5_dir = (plan.attrs[k] for k in ("data", "device", "engine", "yolov5_dir"))
+    if engine == "yolov5":
+        where = f"in {yolov5_dir}" if yolov5_dir else "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
+        train = f"train with ({where}):\n  " + command.train_py(data, best, device=device, epochs=plan.attrs["epochs"])
+    else:
+        train = "train with:\n  " + command.yolo_train(data, best, device=None if device == "cpu" else device)
+    out.print(train, highlight=False, soft_wrap=True)
+    again = command.speedopt_trial(
+        data, best, device, plan.attrs["steps"], plan.attrs["warmup"], engine=engine, yolov5_dir=yolov5_dir
     )
+    out.print("measure it again:\n  " + again, highlight=False, soft_wrap=True)
     return 0
 
 

@@ -18,6 +18,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -32,7 +33,7 @@ from speedopt.storage import DEFAULT_URL, open_storage, retry_callback
 
 OBJECTIVE = "images/s"
 # Study attrs that define the measurement protocol: a resumed or joined study must match them.
-PROTOCOL_KEYS = ("data", "engine", "device", "space", "baseline", "steps", "warmup")
+PROTOCOL_KEYS = ("data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "warmup")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ def plan(
     seed: int = 0,
     device: str | None = None,
     engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
     trial_timeout_s: float = 900.0,
     ram_limit_gb: float | None = None,
 ) -> SearchPlan:
@@ -103,13 +105,18 @@ def plan(
         raise UsageError(f"--ram-limit must be positive GiB, got {ram_limit_gb}")
     if steps < 2 or warmup < 1:
         raise UsageError(f"need --steps >= 2 and --warmup >= 1, got {steps} and {warmup}")
-    eng = engines.get(engine)
+    eng = engines.get(engine, yolov5_dir=yolov5_dir)
     if eng.version() is None:
-        raise UsageError(f"the {engine} trainer is not installed; pip install {engine}")
+        raise UsageError(f"the {engine} trainer is not installed; {eng.install_hint or f'pip install {engine}'}")
+    yolov5_dir = str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None
     ds = dataset_mod.load(data)
     dev = machine.parse_device(device)
     cuda = dev != "cpu"
     base, notes = knobs_mod.validate(space_mod.parse_baseline(baseline))
+    engine_fixed = eng.fixed_knobs(dev)
+    for knob, (value, why) in engine_fixed.items():
+        base = dataclasses.replace(base, **{knob: value})
+        notes.append(f"{knob} is not searched: {why}")
     if base.amp and not cuda:
         base = dataclasses.replace(base, amp=False)
         notes.append("baseline amp=off: AMP needs CUDA and this search runs on the CPU")
@@ -120,6 +127,7 @@ def plan(
     fixed = space_mod.parse_fix(fix or [])
     space = space_mod.default(base, machine.cpu_cores(), cuda, gpu_mb)
     domains = {**space.domains, **file_domains, **fixed}
+    domains.update({knob: space_mod.Domain(choices=(value,)) for knob, (value, _) in engine_fixed.items()})
     if not cuda and True in domains["amp"].values():
         domains["amp"] = space_mod.Domain(choices=(False,))
         notes.append("amp=on dropped from the space: AMP needs CUDA")
@@ -143,15 +151,17 @@ def plan(
         "machine": fp_machine,
         "engine": engine,
         "engine_version": eng.version(),
+        "yolov5_dir": yolov5_dir,
         "device": dev,
         "space": space.to_dict(),
         "baseline": base.to_dict(),
         "steps": steps,
         "warmup": warmup,
+        "epochs": trial_mod.DEFAULT_EPOCHS,
         "trial_timeout_s": trial_timeout_s,
         "ram_limit_bytes": ram_limit,
     }
-    key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev], sort_keys=True)
+    key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev] + ([yolov5_dir] if yolov5_dir else []), sort_keys=True)
     name = study or f"{ds.name}-{machine.short_name(fp_machine)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
     return SearchPlan(
         storage_url=storage or DEFAULT_URL,
@@ -252,6 +262,7 @@ def _objective(plan: SearchPlan, view: View) -> Callable:
                 knobs,
                 device=plan.attrs["device"],
                 engine=plan.attrs["engine"],
+                yolov5_dir=plan.attrs["yolov5_dir"],
                 steps=plan.attrs["steps"],
                 warmup=plan.attrs["warmup"],
                 timeout_s=plan.trial_timeout_s,
