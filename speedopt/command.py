@@ -91,7 +91,7 @@ class _Flags(argparse.ArgumentParser):
 
 def _flags() -> argparse.ArgumentParser:
     """The subset of train.py's own argparse flags that carry knobs (same names, defaults, aliases)."""
-    parser = _Flags(add_help=False, allow_abbrev=False)
+    parser = _Flags(add_help=False)  # abbreviations as train.py allows them: --batch is --batch-size
     parser.add_argument("--weights", default="yolov5s.pt")
     parser.add_argument("--cfg", default="")
     parser.add_argument("--data", default=None)

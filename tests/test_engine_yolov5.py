@@ -57,7 +57,7 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, demo_ya
     assert result["peak_gpu_mem_mb"] is None and result["gpu_util_mean"] is None
     # Read back from train.py's own loader and model: 2 workers (2 <= cores and <= batch), imgsz, batch.
     assert result["config"] == {"model": "yolov5n", "imgsz": 128, "batch": 4, "workers": 2, "cache": "none", "amp": False, "freeze": 0}
-    assert any(n.startswith("amp=off: amp is fixed for the classic engine") for n in result["notes"])
+    assert any(n.startswith("amp=off: the classic train.py has no AMP switch") for n in result["notes"])
     assert result["images_used"] == 16 and result["images_total"] == 48  # (1 + 3) batches of 4
     assert result["network_blocked"] == []  # no font, weights, AMP-check, git or pip traffic was even tried
     assert list(tmp_path.iterdir()) == []  # no runs/ folder in the working directory
@@ -78,11 +78,17 @@ def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_
     assert not list(demo_yaml.parent.rglob("*.npy"))  # train.py reads a leftover .npy in every cache mode
 
 
-def test_a_batch_train_py_would_shrink_is_rejected(classic, demo_yaml):
-    # 48 training images: train.py's create_dataloader silently runs batch=min(64, 48).
-    result = trial.run(trial.prepare(str(demo_yaml), _tiny(batch=64), device="cpu", engine="yolov5", steps=2, warmup=1))
-    assert result.status is Status.INFEASIBLE
-    assert "train.py would run batch=48" in result.message
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"batch": 64}, "train.py would run batch=48"),  # 48 training images: create_dataloader runs min(64, 48)
+        ({"imgsz": 32}, "train.py would train at imgsz=64"),  # check_img_size floors at twice the stride
+    ],
+)
+def test_a_knob_train_py_would_change_is_rejected(classic, demo_yaml, change, says):
+    result = trial.run(trial.prepare(str(demo_yaml), _tiny(**change), device="cpu", engine="yolov5", steps=2, warmup=1))
+    assert result.status is Status.INFEASIBLE, result.message
+    assert says in result.message
 
 
 def test_a_checkout_folder_is_imported_from_there(classic, demo_yaml):

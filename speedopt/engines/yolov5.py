@@ -7,11 +7,12 @@ plus trial-only ones (a private project folder, no validation, no checkpoints, n
 ``main(opt, callbacks)``.
 
 Hooks, all in the trainer's own :class:`Callbacks`: ``on_train_batch_start`` (fired as soon as the
-loader yielded a batch) and ``on_train_batch_end`` (after the optimizer step; it gets the model and the
-images) drive the step clock; ``on_train_start`` checks the set-up. train.py keeps its loader in a
-local variable, so its ``create_dataloader`` is wrapped (not replaced) to read back what the loader
-really runs: workers (capped at the CPU cores and the batch), batch (capped at the dataset size),
-image size and cache (``cache=ram`` silently dropped when RAM looks short).
+loader yielded a batch) and ``on_train_batch_end`` (after the optimizer step; it gets the model and
+the images; rank 0 only under DDP) drive the step clock; ``on_train_start`` checks the set-up.
+train.py keeps its loader in a local variable, so its ``create_dataloader`` is wrapped (not replaced)
+to read back what the loader really runs: workers (capped at the CPU cores and the batch), batch
+(capped at the dataset size), image size (floored at twice the stride) and cache (``cache=ram``
+silently dropped when RAM looks short).
 
 AMP has no switch in train.py: ``check_amp()`` turns it on for CUDA after a self-check that
 downloads ``yolov5n.pt`` and off on CPU. The engine keeps that rule and skips the download, so the
@@ -35,7 +36,7 @@ from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
 # Text every YOLOv5 train.py has (v6.x, v7.0, the yolov5 package, today's master).
 _TRAIN_PY_MARKERS = ("def parse_opt", "def main(opt", "Callbacks", "create_dataloader", "--batch-size", "on_train_batch_end")
 _AMP_REASON = (
-    "amp is fixed for the classic engine: train.py has no AMP switch and runs AMP exactly on CUDA "
+    "the classic train.py has no AMP switch: it runs AMP exactly on CUDA "
     "(its AMP self-check, which downloads yolov5n.pt, is skipped offline)"
 )
 
@@ -173,6 +174,8 @@ class Yolov5Engine(Engine):
                     Status.INFEASIBLE,
                     f"batch={knobs.batch} is more than the {len(dataset)} training images: train.py would run batch={loader.batch_size}",
                 )
+            if dataset.img_size != knobs.imgsz:  # check_img_size() floors imgsz at twice the stride
+                raise TrialRejected(Status.INFEASIBLE, f"imgsz={knobs.imgsz}: train.py would train at imgsz={dataset.img_size}")
             if knobs.cache == "ram" and any(im is None for im in dataset.ims):
                 raise TrialRejected(
                     Status.INFEASIBLE, "cache=ram does not fit here: train.py dropped it (its RAM check found too little free RAM)"
