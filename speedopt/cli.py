@@ -31,6 +31,19 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    from speedopt.engines import NAMES
+
+    parser.add_argument(
+        "--engine", default="ultralytics", choices=NAMES,
+        help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
+    )
+    parser.add_argument(
+        "--yolov5-dir", default=None, metavar="PATH",
+        help="with --engine yolov5: your clone of ultralytics/yolov5 (default: the yolov5 package, speedopt[yolov5])",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="speedopt",
@@ -86,6 +99,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--ram-limit", type=float, default=None, metavar="GIB",
         help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
     )
+    _engine_options(trial)
     trial.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     search = sub.add_parser(
@@ -117,6 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
     search.add_argument("--device", default=None, help="cpu or a GPU index (default: GPU 0 if any, else cpu)")
     search.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before one trial is killed (default 900)")
     search.add_argument("--ram-limit", type=float, default=None, metavar="GIB", help="RAM (GiB) cache=ram may use (default: what is free)")
+    _engine_options(search)
     quality = search.add_argument_group(
         "accuracy (the mAP-loss constraint)",
         "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
@@ -239,6 +254,8 @@ def _cmd_trial(args: argparse.Namespace) -> int:
         args.data,
         requested,
         device=args.device,
+        engine=args.engine,
+        yolov5_dir=args.yolov5_dir,
         steps=args.steps,
         warmup=args.warmup,
         timeout_s=args.timeout,
@@ -294,6 +311,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         seed=args.seed,
         device=args.device,
+        engine=args.engine,
+        yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout,
         ram_limit_gb=args.ram_limit,
         quality=args.quality,
@@ -325,8 +344,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
     elif base is not None:
         out.print(f"baseline ended {base.status.value}: {base.message}", highlight=False)
     data, device = plan.attrs["data"], plan.attrs["device"]
-    out.print("train with:\n  " + command.yolo_train(data, best, device=device), highlight=False)
-    out.print("measure it again:\n  " + command.speedopt_trial(data, best, device, plan.attrs["steps"], plan.attrs["warmup"]), highlight=False)
+    out.print(command.train_text(plan.attrs, best), highlight=False)
+    again = command.speedopt_trial(
+        data, best, device, plan.attrs["steps"], plan.attrs["warmup"], engine=plan.attrs["engine"], yolov5_dir=plan.attrs.get("yolov5_dir")
+    )
+    out.print("measure it again:\n  " + again, highlight=False)
     if not args.no_report:
         from pathlib import Path
 
@@ -408,8 +430,11 @@ def _cmd_best(args: argparse.Namespace) -> int:
     knobs = Knobs.from_dict(result.best.config)
     data, device = study.user_attrs["data"], study.user_attrs["device"]
     if args.format == "cli":
-        print(command.yolo_train(data, knobs, device=device, epochs=args.epochs))
+        form = command.train_py if study.user_attrs.get("engine") == "yolov5" else command.yolo_train
+        print(form(data, knobs, device=device, epochs=args.epochs))
     elif args.format == "python":
+        if study.user_attrs.get("engine") == "yolov5":
+            raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
         print(command.python_train(data, knobs, device=device, epochs=args.epochs))
     else:
         record = {

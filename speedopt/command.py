@@ -1,14 +1,19 @@
 """Commands a person can paste, in their trainer's dialect, and the parsers that read them back.
 
-Every printed form round-trips: parsing it gives back the same knobs (tested), so a report's
-recommendation is exactly what was measured.
+Dialects: the Ultralytics CLI (``yolo detect train ...``) and its Python call
+(``YOLO(...).train(...)``), and the classic ultralytics/yolov5 ``python train.py ...`` (under
+``torch.distributed.run`` for several GPUs). Every printed form round-trips: parsing it gives back
+the same knobs (tested), so a recommendation is exactly what was measured.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from speedopt.engines.ultralytics import model_argument
 from speedopt.errors import UsageError
@@ -122,33 +127,180 @@ def parse_python_train(code: str) -> TrainCommand:
     raise UsageError("no YOLO(...).train(...) call found")
 
 
-def speedopt_trial(data: str, knobs: Knobs, device: str, steps: int, warmup: int) -> str:
-    """The `speedopt trial` command that measures this config again."""
-    return shlex.join(
-        [
-            "speedopt",
-            "trial",
-            "--data",
-            data,
-            "--model",
-            knobs.model,
-            "--imgsz",
-            str(knobs.imgsz),
-            "--batch",
-            str(knobs.batch),
-            "--workers",
-            str(knobs.workers),
-            "--cache",
-            knobs.cache,
-            "--amp",
-            "on" if knobs.amp else "off",
-            "--freeze",
-            str(knobs.freeze),
-            "--device",
-            device,
-            "--steps",
-            str(steps),
-            "--warmup",
-            str(warmup),
-        ]
+def train_py_args(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> list[str]:
+    """The classic ``train.py`` flags for these knobs (no AMP flag: train.py has none).
+
+    A built-in scale trains from scratch (``--weights '' --cfg yolov5s.yaml``, built locally); a
+    ``.pt`` is ``--weights FILE``; another ``.yaml`` is ``--cfg FILE``.
+    """
+    if knobs.model in MODEL_SCALES:
+        model = ["--weights", "", "--cfg", f"{knobs.model}.yaml"]
+    elif knobs.model.endswith(".pt"):
+        model = ["--weights", knobs.model]
+    else:
+        model = ["--weights", "", "--cfg", knobs.model]
+    parts = ["--data", data, *model, "--img", str(knobs.imgsz), "--batch-size", str(knobs.batch)]
+    parts += ["--workers", str(knobs.workers)]
+    if knobs.cache != "none":
+        parts += ["--cache", knobs.cache]
+    parts += ["--freeze", str(knobs.freeze)]
+    if epochs:
+        parts += ["--epochs", str(epochs)]
+    if device:
+        parts += ["--device", device]
+    return parts
+
+
+def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> str:
+    """The classic YOLOv5 command; with several GPUs (``device="0,1"``) under ``torch.distributed.run``."""
+    gpus = len(device.split(",")) if device and device != "cpu" else 1
+    launcher = ["python", "train.py"]
+    if gpus > 1:
+        launcher = ["python", "-m", "torch.distributed.run", "--nproc_per_node", str(gpus), "train.py"]
+    return shlex.join(launcher + train_py_args(data, knobs, device=device, epochs=epochs))
+
+
+@dataclass(frozen=True)
+class ClassicCommand:
+    """A classic ``train.py`` command read back: its knobs and the flags around them."""
+
+    knobs: Knobs
+    data: str | None
+    device: str | None
+    epochs: int | None
+    gpus: int = 1
+
+
+class _Flags(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"cannot read the train.py command: {message}")
+
+
+def _flags() -> argparse.ArgumentParser:
+    """The subset of train.py's own argparse flags that carry knobs (same names, defaults, aliases)."""
+    parser = _Flags(add_help=False)  # abbreviations as train.py allows them: --batch is --batch-size
+    parser.add_argument("--weights", default="yolov5s.pt")
+    parser.add_argument("--cfg", default="")
+    parser.add_argument("--data", default=None)
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640)
+    parser.add_argument("--cache", nargs="?", const="ram", default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--freeze", nargs="+", type=int, default=[0])
+    return parser
+
+
+def _split_launcher(words: list[str]) -> tuple[int, list[str]]:
+    """GPUs and the train.py flags of ``python [-m torch.distributed.run --nproc_per_node G ...] train.py ...``."""
+    script = next((i for i, w in enumerate(words) if Path(w).name == "train.py" or w == "yolov5.train"), None)
+    if script is None:
+        raise UsageError("not a classic YOLOv5 command: no train.py in it")
+    before = words[:script]
+    gpus = 1
+    for i, word in enumerate(before):
+        if word.startswith("--nproc_per_node") or word.startswith("--nproc-per-node"):
+            value = word.partition("=")[2] or (before[i + 1] if i + 1 < len(before) else "")
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"cannot read the train.py command: --nproc_per_node {value!r} is not a GPU count")
+            gpus = int(value)
+    return gpus, words[script + 1 :]
+
+
+def _model(weights: str, cfg: str) -> str:
+    from speedopt.space import parse_value
+
+    if weights.endswith(".pt"):
+        return parse_value("model", weights)  # yolov5s.pt (not a local file) is the yolov5s architecture
+    if not cfg:
+        raise UsageError("cannot read the train.py command: it has neither --cfg nor --weights FILE.pt")
+    return parse_value("model", cfg)
+
+
+def _freeze(layers: list[int]) -> int:
+    if len(layers) == 1:
+        return layers[0]
+    if layers != list(range(len(layers))):
+        raise UsageError(f"--freeze {' '.join(map(str, layers))}: speedopt's freeze knob is the first N layers (0 1 ... N-1)")
+    return len(layers)
+
+
+def parse_train_py(command: str) -> ClassicCommand:
+    """Read a classic ``python train.py ...`` command (or its DDP form) back into knobs.
+
+    AMP is not a train.py flag: it is on exactly when training runs on CUDA (``--device cpu`` turns it off).
+    Flags that are not knobs (``--hyp``, ``--name`` ...) are ignored.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the train.py command: {exc}") from None
+    gpus, rest = _split_launcher(words)
+    opt, _ = _flags().parse_known_args(rest)
+    cache = opt.cache or "none"
+    if cache not in ("none", "ram", "disk"):
+        raise UsageError(f"cannot read the train.py command: --cache {opt.cache!r} (expected ram or disk)")
+    knobs = Knobs(
+        model=_model(opt.weights, opt.cfg),
+        imgsz=opt.imgsz,
+        batch=opt.batch_size,
+        workers=opt.workers,
+        cache=cache,
+        amp=(opt.device or "").strip().lower() != "cpu",
+        freeze=_freeze(opt.freeze),
     )
+    return ClassicCommand(knobs=knobs, data=opt.data, device=opt.device, epochs=opt.epochs, gpus=gpus)
+
+
+def train_text(attrs: dict[str, Any], knobs: Knobs, epochs: int | None = None) -> str:
+    """"train with: ..." in the study's own dialect (the engine it measured)."""
+    data, device = attrs["data"], attrs["device"]
+    if attrs.get("engine") == "yolov5":
+        yolov5_dir = attrs.get("yolov5_dir")
+        where = f"in {yolov5_dir}" if yolov5_dir else "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
+        return f"train with ({where}):\n  " + train_py(data, knobs, device=device, epochs=epochs)
+    return "train with:\n  " + yolo_train(data, knobs, device=device, epochs=epochs)
+
+
+def speedopt_trial(
+    data: str,
+    knobs: Knobs,
+    device: str,
+    steps: int,
+    warmup: int,
+    engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
+) -> str:
+    """The `speedopt trial` command that measures this config again."""
+    parts = [
+        "speedopt",
+        "trial",
+        "--data",
+        data,
+        "--model",
+        knobs.model,
+        "--imgsz",
+        str(knobs.imgsz),
+        "--batch",
+        str(knobs.batch),
+        "--workers",
+        str(knobs.workers),
+        "--cache",
+        knobs.cache,
+        "--amp",
+        "on" if knobs.amp else "off",
+        "--freeze",
+        str(knobs.freeze),
+        "--device",
+        device,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+    ]
+    if engine != "ultralytics":
+        parts += ["--engine", engine]
+    if yolov5_dir:
+        parts += ["--yolov5-dir", yolov5_dir]
+    return shlex.join(parts)

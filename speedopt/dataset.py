@@ -25,6 +25,7 @@ class Dataset:
     names: tuple[str, ...]
     train_images: tuple[Path, ...]
     val_images: tuple[Path, ...]
+    root: Path | None = None  # the folder that relative train/val entries are under (``path:``, resolved)
 
     @property
     def name(self) -> str:
@@ -103,7 +104,7 @@ def load(yaml_path: str | os.PathLike) -> Dataset:
     val = _split_images(root, data["val"], "val", path)
     if not any(label_path(p).is_file() for p in train[:: max(1, len(train) // 50)] + train[:1]):
         raise UsageError(f"no label files found for the train images (expected {label_path(train[0])}); a detector needs labels")
-    return Dataset(yaml_path=path, names=tuple(str(n) for n in names), train_images=train, val_images=val)
+    return Dataset(yaml_path=path, names=tuple(str(n) for n in names), train_images=train, val_images=val, root=root.resolve())
 
 
 def estimate_ram_cache_bytes(images: tuple[Path, ...], imgsz: int, sample: int = 30, seed: int = 0) -> int:

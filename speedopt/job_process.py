@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     text, blocked = isolation.child_start(workdir)
     request = json.loads(text)
-    engine = engines.get(request["engine"])
+    engine = engines.get(request["engine"], yolov5_dir=request.get("yolov5_dir"))
     isolation.child_progress(workdir, phase="setup")
     started = time.perf_counter()
     try:

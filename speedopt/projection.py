@@ -71,10 +71,11 @@ def validation_time(study, knobs: Knobs, timeout_s: float = 1800.0) -> dict[str,
     key = _val_key(attrs, knobs)
     if key in attrs:
         return attrs[key]
-    engine = engines.get(attrs["engine"])
+    engine = engines.get(attrs["engine"], yolov5_dir=attrs.get("yolov5_dir"))
     request = {
         "kind": "validate",
         "engine": attrs["engine"],
+        "yolov5_dir": attrs.get("yolov5_dir"),
         "data_yaml": attrs["data"],
         "knobs": Knobs(**{**knobs.to_dict(), "cache": "none"}).to_dict(),
         "device": attrs["device"],

@@ -230,6 +230,7 @@ class Judge:
         request = {
             "kind": "probe",
             "engine": self.attrs["engine"],
+            "yolov5_dir": self.attrs.get("yolov5_dir"),
             "data_yaml": self.attrs["data"],
             "knobs": self._probe_knobs(knobs).to_dict(),
             "device": self.attrs["device"],
@@ -239,7 +240,7 @@ class Judge:
             "weights": self.policy.weights,
             "cache_dir": str(cache_dir()),
         }
-        engine = engines.get(self.attrs["engine"])
+        engine = engines.get(self.attrs["engine"], yolov5_dir=self.attrs.get("yolov5_dir"))
         label = f"probe {sig['model']} {sig['imgsz']}px b{sig['batch']} freeze={sig['freeze']} seed {seed}"
 
         def show(update: dict[str, Any]) -> None:

@@ -202,13 +202,18 @@ def build(study, epochs: int, out_dir: Path, measure_validation: bool = True) ->
     md += ["## 4. Recommended command", ""]
     if best is not None:
         knobs = Knobs(**best["config"])
-        device = attrs["device"] if attrs["device"] != "cpu" else None
-        md += ["```bash", command.yolo_train(attrs["data"], knobs, device=device, epochs=epochs), "```", ""]
-        md += ["```python", command.python_train(attrs["data"], knobs, device=device, epochs=epochs), "```", ""]
+        device = attrs["device"]
+        if attrs["engine"] == "yolov5":
+            where = attrs.get("yolov5_dir") or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
+            md += [f"In {where}:", "", "```bash", command.train_py(attrs["data"], knobs, device=device, epochs=epochs), "```", ""]
+        else:
+            md += ["```bash", command.yolo_train(attrs["data"], knobs, device=device, epochs=epochs), "```", ""]
+            md += ["```python", command.python_train(attrs["data"], knobs, device=device, epochs=epochs), "```", ""]
         if len(machine.get("gpus", [])) > 1:
             every = ",".join(str(i) for i in range(len(machine["gpus"])))
+            form = command.train_py if attrs["engine"] == "yolov5" else command.yolo_train
             md += [f"On all {len(machine['gpus'])} GPUs (DDP; not measured by this study):", "", "```bash",
-                   command.yolo_train(attrs["data"], knobs, device=every, epochs=epochs), "```", ""]
+                   form(attrs["data"], knobs, device=every, epochs=epochs), "```", ""]
     warm = attrs.get("warm_start")
     if warm:
         md += ["## Warm start", "", f"Configs taken from study `{warm['study']}` ({warm['source']}), made on "

@@ -16,9 +16,9 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -34,7 +34,7 @@ from speedopt.storage import DEFAULT_URL, open_storage, retry_callback
 
 OBJECTIVE = "images/s"
 # Study attrs that define the measurement protocol: a resumed or joined study must match them.
-PROTOCOL_KEYS = ("data", "engine", "device", "space", "baseline", "steps", "warmup", "quality")
+PROTOCOL_KEYS = ("data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "warmup", "quality")
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,7 @@ def plan(
     seed: int = 0,
     device: str | None = None,
     engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
     trial_timeout_s: float = 900.0,
     ram_limit_gb: float | None = None,
     quality: str = "probe",
@@ -118,16 +119,24 @@ def plan(
         raise UsageError(f"--ram-limit must be positive GiB, got {ram_limit_gb}")
     if steps < 2 or warmup < 1:
         raise UsageError(f"need --steps >= 2 and --warmup >= 1, got {steps} and {warmup}")
-    eng = engines.get(engine)
+    eng = engines.get(engine, yolov5_dir=yolov5_dir)
     if eng.version() is None:
-        raise UsageError(f"the {engine} trainer is not installed; pip install {engine}")
+        raise UsageError(f"the {engine} trainer is not installed; {eng.install_hint or f'pip install {engine}'}")
+    yolov5_dir = str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None
     ds = dataset_mod.load(data)
     dev = machine.parse_device(device)
     cuda = dev != "cpu"
     base, notes = knobs_mod.validate(space_mod.parse_baseline(baseline))
+    engine_fixed = eng.fixed_knobs(dev)
+    for knob, (value, why) in engine_fixed.items():
+        base = dataclasses.replace(base, **{knob: value})
+        notes.append(f"{knob} is not searched: {why}")
     if base.amp and not cuda:
         base = dataclasses.replace(base, amp=False)
         notes.append("baseline amp=off: AMP needs CUDA and this search runs on the CPU")
+    if quality == "probe" and type(eng).probe is engines.Engine.probe:
+        notes.append(f"the {engine} engine has no quality probe yet: quality off, accuracy knobs fixed at the baseline")
+        quality = "off"
     policy = quality_mod.make_policy(quality, max_map_loss, probe_epochs, probe_fraction, weights, ds, probe_timeout_s)
     ram_limit = int(ram_limit_gb * 2**30) if ram_limit_gb else None
     fp_machine = machine.fingerprint(str(ds.yaml_path.parent))
@@ -136,6 +145,7 @@ def plan(
     fixed = space_mod.parse_fix(fix or [])
     space = space_mod.default(base, machine.cpu_cores(), cuda, gpu_mb)
     domains = {**space.domains, **file_domains, **fixed}
+    domains.update({knob: space_mod.Domain(choices=(value,)) for knob, (value, _) in engine_fixed.items()})
     if policy.mode == "off":  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
         base_values = base.to_dict()
         domains.update({k: space_mod.Domain(choices=(base_values[k],)) for k in quality_mod.ACCURACY_KNOBS})
@@ -176,11 +186,13 @@ def plan(
         "machine": fp_machine,
         "engine": engine,
         "engine_version": eng.version(),
+        "yolov5_dir": yolov5_dir,
         "device": dev,
         "space": space.to_dict(),
         "baseline": base.to_dict(),
         "steps": steps,
         "warmup": warmup,
+        "epochs": trial_mod.DEFAULT_EPOCHS,
         "trial_timeout_s": trial_timeout_s,
         "ram_limit_bytes": ram_limit,
         "quality": policy.to_dict(),
@@ -189,7 +201,7 @@ def plan(
     }
     if warm:
         attrs["warm_start"] = warm.to_dict()
-    key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev], sort_keys=True)
+    key = json.dumps([fp_data["id"], fp_machine["key"], engine, dev] + ([yolov5_dir] if yolov5_dir else []), sort_keys=True)
     name = study or f"{ds.name}-{machine.short_name(fp_machine)}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
     return SearchPlan(
         storage_url=storage or DEFAULT_URL,
@@ -333,6 +345,7 @@ def _measure(plan: SearchPlan, trial, knobs: Knobs, view: View) -> TrialResult:
             knobs,
             device=plan.attrs["device"],
             engine=plan.attrs["engine"],
+            yolov5_dir=plan.attrs.get("yolov5_dir"),
             steps=plan.attrs["steps"],
             warmup=plan.attrs["warmup"],
             timeout_s=plan.trial_timeout_s,

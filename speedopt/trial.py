@@ -38,6 +38,7 @@ class TrialRequest:
     requested: Knobs  # as the user asked
     device: str
     engine: str = "ultralytics"
+    yolov5_dir: str | None = None  # the classic engine's checkout (absolute); None: the yolov5 package
     steps: int = 20
     warmup: int = 5
     timeout_s: float = 900.0
@@ -73,6 +74,7 @@ def prepare(
     epochs: int = DEFAULT_EPOCHS,
     seed: int = 0,
     ram_limit_bytes: int | None = None,
+    yolov5_dir: str | None = None,
 ) -> TrialRequest:
     """Check every input (raising UsageError) and decide how the trial runs on this machine."""
     if steps < 2:
@@ -81,12 +83,15 @@ def prepare(
         raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
     if timeout_s <= 0:
         raise UsageError(f"--timeout must be positive seconds, got {timeout_s}")
-    eng = engines.get(engine)
+    eng = engines.get(engine, yolov5_dir=yolov5_dir)
     if eng.version() is None:
-        raise UsageError(f"the {engine} trainer is not installed; pip install {engine}")
+        raise UsageError(f"the {engine} trainer is not installed; {eng.install_hint or f'pip install {engine}'}")
     ds = dataset_mod.load(data)
     knobs, notes = knobs_mod.validate(requested)
     dev = machine.parse_device(device)
+    for knob, (value, why) in eng.fixed_knobs(dev).items():
+        knobs = dataclasses.replace(knobs, **{knob: value})
+        notes.append(f"{knob}={_knob_text(value)}: {why}")
     if knobs.amp and dev == "cpu":
         knobs = dataclasses.replace(knobs, amp=False)
         notes.append("amp=off: AMP needs CUDA and this trial runs on the CPU")
@@ -114,6 +119,7 @@ def prepare(
         requested=requested,
         device=dev,
         engine=engine,
+        yolov5_dir=str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None,
         steps=steps,
         warmup=warmup,
         timeout_s=timeout_s,
@@ -125,6 +131,10 @@ def prepare(
         notes=tuple(notes),
         infeasible=infeasible,
     )
+
+
+def _knob_text(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def _npy_files(request: TrialRequest) -> set[Path]:
@@ -142,7 +152,7 @@ def _without_run(request: TrialRequest, status: Status, message: str, **extra: A
         requested=request.requested.to_dict(),
         device=request.device,
         engine=request.engine,
-        engine_version=engines.get(request.engine).version(),
+        engine_version=engines.get(request.engine, yolov5_dir=request.yolov5_dir).version(),
         notes=request.notes,
         steps=request.steps,
         warmup=request.warmup,
@@ -155,7 +165,7 @@ def run(request: TrialRequest, progress: Callable[[dict[str, Any]], None] | None
     """Measure the request in a subprocess; always returns a result, whatever happens inside."""
     if request.infeasible:
         return _without_run(request, Status.INFEASIBLE, request.infeasible)
-    eng = engines.get(request.engine)
+    eng = engines.get(request.engine, yolov5_dir=request.yolov5_dir)
     npy_before = _npy_files(request) if request.knobs.cache == "disk" else set()
     try:
         done = isolation.run_isolated(

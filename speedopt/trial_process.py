@@ -20,7 +20,7 @@ from speedopt.trial import TrialRequest
 
 def measure(request: TrialRequest, workdir: Path, blocked: list[str]) -> TrialResult:
     """Run the request through its engine and turn what happened into a TrialResult."""
-    engine = engines.get(request.engine)
+    engine = engines.get(request.engine, yolov5_dir=request.yolov5_dir)
     isolation.child_progress(workdir, phase="setup")
 
     def progress(phase: str, done: int, of: int) -> None:

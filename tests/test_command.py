@@ -1,6 +1,11 @@
+"""Every command form speedopt prints parses back to the same knobs (round trip), in every dialect."""
+
+import shlex
+
 import pytest
 
 from speedopt import command
+from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 
 CONFIGS = [
@@ -29,3 +34,81 @@ def test_multi_gpu_form_names_the_devices():
 
 def test_python_form_is_valid_python():
     compile(command.python_train("d.yaml", CONFIGS[1], epochs=10), "<cmd>", "exec")
+
+
+@pytest.fixture
+def weights(tmp_path):
+    path = tmp_path / "best.pt"
+    path.write_bytes(b"not read: only the path matters here")
+    return str(path)
+
+
+@pytest.mark.parametrize("device", ["cpu", "0", "0,1", "0,1,2,3"])
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        Knobs(model="yolov5s", imgsz=640, batch=16, workers=8, cache="none", freeze=0),
+        Knobs(model="yolov5n", imgsz=320, batch=64, workers=0, cache="ram", freeze=10),
+        Knobs(model="yolov5x", imgsz=1280, batch=2, workers=3, cache="disk", freeze=3),
+    ],
+)
+def test_train_py_round_trip(knobs, device):
+    text = command.train_py("/data/my set/data.yaml", knobs, device=device, epochs=300)
+    back = command.parse_train_py(text)
+    gpus = len(device.split(",")) if device != "cpu" else 1
+    # AMP is no train.py flag: it is on exactly when the run uses CUDA.
+    assert back.knobs == Knobs(**{**knobs.to_dict(), "amp": device != "cpu"})
+    assert (back.data, back.device, back.epochs, back.gpus) == ("/data/my set/data.yaml", device, 300, gpus)
+
+
+def test_train_py_round_trip_with_local_weights_and_custom_yaml(weights, tmp_path):
+    custom = tmp_path / "my-yolov5.yaml"
+    custom.write_text("nc: 3\n")
+    for model in (weights, str(custom)):
+        knobs = Knobs(model=model, imgsz=416, batch=8, workers=2, cache="ram", amp=True, freeze=2)
+        assert command.parse_train_py(command.train_py("d.yaml", knobs, device="0")).knobs == knobs
+
+
+def test_train_py_forms():
+    knobs = Knobs(model="yolov5s", imgsz=640, batch=32, workers=8, cache="none", freeze=0)
+    single = shlex.split(command.train_py("data.yaml", knobs, device="0", epochs=100))
+    assert single[:2] == ["python", "train.py"]
+    assert single[single.index("--weights") + 1] == "" and single[single.index("--cfg") + 1] == "yolov5s.yaml"
+    assert "--cache" not in single  # no cache: no flag (a bare --cache means ram)
+    ddp = command.train_py("data.yaml", knobs, device="0,1", epochs=100)
+    assert ddp.startswith("python -m torch.distributed.run --nproc_per_node 2 train.py --data data.yaml ")
+    assert ddp.endswith("--device 0,1")
+
+
+def test_parse_a_users_own_command():
+    parsed = command.parse_train_py(
+        "python -m torch.distributed.run --nproc_per_node 4 --master_port 1 train.py --img 640 --batch 64 "
+        "--epochs 3 --data coco128.yaml --weights yolov5m.pt --cache --hyp data/hyps/hyp.scratch-low.yaml --device 0,1,2,3"
+    )
+    assert parsed.knobs == Knobs(model="yolov5m", imgsz=640, batch=64, workers=8, cache="ram", amp=True, freeze=0)
+    assert parsed.gpus == 4 and parsed.epochs == 3
+    defaults = command.parse_train_py("python yolov5/train.py --data d.yaml --freeze 0 1 2")
+    assert defaults.knobs == Knobs(freeze=3)  # train.py's defaults: yolov5s.pt, 640, 16, 8 workers
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("yolo detect train data=d.yaml", "no train.py"),
+        ("python train.py --data d.yaml --freeze 1 2", "first N layers"),
+        ("python train.py --data d.yaml --cache fast", "--cache 'fast'"),
+        ("python train.py --batch-size many", "invalid int value"),
+        ("python -m torch.distributed.run --nproc_per_node x train.py", "not a GPU count"),
+        ("python train.py --weights '' --cfg ''", "neither --cfg nor --weights"),
+    ],
+)
+def test_parse_rejects_what_is_not_a_classic_config(text, says):
+    with pytest.raises(UsageError, match=says):
+        command.parse_train_py(text)
+
+
+def test_speedopt_trial_names_the_engine():
+    knobs = Knobs(model="yolov5n", imgsz=128, batch=4, workers=0, amp=False)
+    text = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1, engine="yolov5", yolov5_dir="/src/yolov5")
+    assert text.endswith("--engine yolov5 --yolov5-dir /src/yolov5")
+    assert "--engine" not in command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1)

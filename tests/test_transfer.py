@@ -29,7 +29,8 @@ def test_export_import_round_trip(small_study, tmp_path, suffix):
     assert len(a.trials) == len(b.trials) == 3
     for x, y in zip(a.trials, b.trials):
         assert _trial_view(x) == _trial_view(y)
-    assert a.user_attrs == b.user_attrs and a.system_attrs == b.system_attrs  # fingerprints, note
+    assert a.user_attrs == b.user_attrs  # fingerprints, space, protocol
+    assert a._storage.get_study_system_attrs(a._study_id) == b._storage.get_study_system_attrs(b._study_id)  # note
     cache_a = optuna.load_study(study_name=CACHE_STUDY, storage=url).user_attrs
     cache_b = optuna.load_study(study_name=CACHE_STUDY, storage=fresh).user_attrs
     assert cache_a and cache_a == cache_b

@@ -12,18 +12,24 @@ from speedopt.errors import UsageError
 
 _ENGINES = {
     "ultralytics": ("speedopt.engines.ultralytics", "UltralyticsEngine"),
+    "yolov5": ("speedopt.engines.yolov5", "Yolov5Engine"),
 }
 
 NAMES = tuple(_ENGINES)
 
 
-def get(name: str) -> Engine:
-    """Instantiate the engine called ``name``."""
+def get(name: str, yolov5_dir: str | None = None) -> Engine:
+    """Instantiate the engine called ``name``; ``yolov5_dir`` is the classic engine's checkout (optional)."""
     try:
         module, cls = _ENGINES[name]
     except KeyError:
         raise UsageError(f"unknown engine {name!r}; available: {', '.join(NAMES)}") from None
-    return getattr(importlib.import_module(module), cls)()
+    engine_class = getattr(importlib.import_module(module), cls)
+    if name == "yolov5":
+        return engine_class(yolov5_dir)
+    if yolov5_dir:
+        raise UsageError(f"--yolov5-dir is for --engine yolov5 only (this is --engine {name})")
+    return engine_class()
 
 
 __all__ = ["Engine", "EngineReport", "ProbeRun", "ProbeScores", "TrainRun", "NAMES", "get"]

@@ -12,7 +12,7 @@ import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from speedopt.knobs import Knobs
 from speedopt.measurement import StepClock
@@ -71,10 +71,18 @@ class Engine(abc.ABC):
     """A trainer adapter. Subclasses implement :meth:`version` and :meth:`train`; the rest are optional hooks."""
 
     name: ClassVar[str]
+    install_hint: ClassVar[str] = ""  # how to install the trainer, for the "not installed" message
 
     @abc.abstractmethod
     def version(self) -> str | None:
         """Version of the installed trainer, without importing it when possible (None if missing)."""
+
+    def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
+        """Knobs this trainer has no switch for on ``device``: knob -> (the value it always runs, why).
+
+        The trial runs that value whatever was asked and notes why; a search does not vary the knob.
+        """
+        return {}
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         """Environment variables for the trial process (offline switches, private config dirs)."""

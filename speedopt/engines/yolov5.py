@@ -1,0 +1,280 @@
+"""The classic engine: trials of ultralytics/yolov5 ``train.py`` (the anchor-based original YOLOv5).
+
+The code comes from a user's checkout (``--yolov5-dir PATH``, imported from there) or from the
+``yolov5`` package (``pip install 'speedopt[yolov5]'``). A trial hands ``train.py``'s own
+``parse_opt()`` the very flags speedopt prints for the config (:func:`speedopt.command.train_py_args`)
+plus trial-only ones (a private project folder, no validation, no checkpoints, no plots) and runs
+``main(opt, callbacks)``.
+
+Hooks, all in the trainer's own :class:`Callbacks`: ``on_train_batch_start`` (fired as soon as the
+loader yielded a batch) and ``on_train_batch_end`` (after the optimizer step; it gets the model and
+the images; rank 0 only under DDP) drive the step clock; ``on_train_start`` checks the set-up.
+train.py keeps its loader in a local variable, so its ``create_dataloader`` is wrapped (not replaced)
+to read back what the loader really runs: workers (capped at the CPU cores and the batch), batch
+(capped at the dataset size), image size (floored at twice the stride) and cache (``cache=ram``
+silently dropped when RAM looks short).
+
+AMP has no switch in train.py: ``check_amp()`` turns it on for CUDA after a self-check that
+downloads ``yolov5n.pt`` and off on CPU. The engine keeps that rule and skips the download, so the
+``amp`` knob is fixed for this engine (see :meth:`Yolov5Engine.fixed_knobs`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from speedopt.engines.base import Engine, EngineReport, TrainRun
+from speedopt.errors import UsageError
+from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
+
+# Text every YOLOv5 train.py has (v6.x, v7.0, the yolov5 package, today's master).
+_TRAIN_PY_MARKERS = ("def parse_opt", "def main(opt", "Callbacks", "create_dataloader", "--batch-size", "on_train_batch_end")
+_AMP_REASON = (
+    "the classic train.py has no AMP switch: it runs AMP exactly on CUDA "
+    "(its AMP self-check, which downloads yolov5n.pt, is skipped offline)"
+)
+
+
+def checkout_root(path: str) -> Path:
+    """The absolute folder of a YOLOv5 checkout; UsageError (one line) when ``path`` is not one."""
+    root = Path(path).expanduser()
+    hint = "give the folder of a clone of ultralytics/yolov5 (the one holding train.py)"
+    if not root.is_dir():
+        raise UsageError(f"--yolov5-dir {path}: no such folder; {hint}")
+    train = root / "train.py"
+    if not train.is_file():
+        raise UsageError(f"--yolov5-dir {path} has no train.py; {hint}")
+    text = train.read_text(errors="replace")
+    missing = [m for m in _TRAIN_PY_MARKERS if m not in text]
+    if missing or not (root / "utils" / "callbacks.py").is_file() or not (root / "models" / "yolo.py").is_file():
+        raise UsageError(f"--yolov5-dir {path}: its train.py is not the YOLOv5 one; {hint}")
+    return root.resolve()
+
+
+def checkout_version(root: Path) -> str:
+    """``git <commit>`` of a checkout, read from ``.git`` without running git; ``checkout`` otherwise."""
+    git = root / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return f"git {head[:12]}"
+        ref = head[5:]
+        loose = git / ref
+        if loose.is_file():
+            return f"git {loose.read_text().strip()[:12]}"
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return f"git {line.split()[0][:12]}"
+    except OSError:
+        pass
+    return "checkout"
+
+
+class _NoLoggers:
+    """Stands in for train.py's ``Loggers`` in a trial.
+
+    The real one starts every installed integration (wandb and comet log in over the network, clearml,
+    neptune) and writes TensorBoard/CSV files; a speed trial needs none of it. It has no public methods,
+    so train.py registers no logger callbacks; ``remote_dataset`` is the one attribute train.py reads.
+    """
+
+    remote_dataset = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class Yolov5Engine(Engine):
+    name = "yolov5"
+    install_hint = "pip install 'speedopt[yolov5]', or give --yolov5-dir PATH (a clone of ultralytics/yolov5)"
+
+    def __init__(self, yolov5_dir: str | None = None):
+        self.root = checkout_root(yolov5_dir) if yolov5_dir else None
+
+    def version(self) -> str | None:
+        if self.root is not None:
+            return checkout_version(self.root)
+        try:
+            return importlib.metadata.version("yolov5")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
+        return {"amp": (device != "cpu", _AMP_REASON)}
+
+    def environment(self, cache_dir: Path) -> dict[str, str]:
+        from speedopt.engines.ultralytics import UltralyticsEngine
+
+        return {
+            # The classic code imports ultralytics (today's master builds on it): same private, offline settings.
+            **UltralyticsEngine().environment(cache_dir),
+            # check_font() looks for Arial.ttf here before downloading it; a private folder, speedopt's font.
+            "YOLOV5_CONFIG_DIR": str(cache_dir / "yolov5-config"),
+            # check_requirements() would pip-install missing packages (a subprocess our network guard cannot see).
+            "YOLOv5_AUTOINSTALL": "false",
+            "YOLO_AUTOINSTALL": "false",
+        }
+
+    def prepare(self, cache_dir: Path) -> None:
+        from speedopt.engines.ultralytics import UltralyticsEngine
+        from speedopt.offline import place_font
+
+        UltralyticsEngine().prepare(cache_dir)
+        place_font(cache_dir / "yolov5-config")
+
+    def _import_train(self):
+        """train.py as a module: from the checkout (its own utils/, models/ first on sys.path) or the package."""
+        try:
+            if self.root is None:
+                return importlib.import_module("yolov5.train")
+            sys.path.insert(0, str(self.root))
+            return importlib.import_module("train")
+        except ImportError as exc:
+            raise RuntimeError(
+                f"the classic YOLOv5 code could not be imported ({exc}); {self.install_hint} "
+                "(the extra pins setuptools<81: the old code imports pkg_resources)"
+            ) from exc
+
+    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
+        import torch
+
+        from speedopt.command import train_py_args
+
+        module = self._import_train()
+        knobs = run.knobs
+        seen: dict[str, Any] = {}
+        _offline(module)
+
+        def amp_rule(model) -> bool:
+            # check_amp() minus its self-check: AMP on exactly on CUDA, as train.py decides when the check passes.
+            seen["amp"] = next(model.parameters()).device.type == "cuda"
+            return seen["amp"]
+
+        module.check_amp = amp_rule
+        create_dataloader = module.create_dataloader
+
+        def recorded(*args, **kwargs):
+            loader, dataset = create_dataloader(*args, **kwargs)
+            if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
+                seen["loader"], seen["dataset"] = loader, dataset
+            return loader, dataset
+
+        module.create_dataloader = recorded
+
+        def check_setup() -> None:
+            loader, dataset = seen["loader"], seen["dataset"]
+            if loader.batch_size != knobs.batch:
+                raise TrialRejected(
+                    Status.INFEASIBLE,
+                    f"batch={knobs.batch} is more than the {len(dataset)} training images: train.py would run batch={loader.batch_size}",
+                )
+            if dataset.img_size != knobs.imgsz:  # check_img_size() floors imgsz at twice the stride
+                raise TrialRejected(Status.INFEASIBLE, f"imgsz={knobs.imgsz}: train.py would train at imgsz={dataset.img_size}")
+            if knobs.cache == "ram" and any(im is None for im in dataset.ims):
+                raise TrialRejected(
+                    Status.INFEASIBLE, "cache=ram does not fit here: train.py dropped it (its RAM check found too little free RAM)"
+                )
+
+        def batch_start() -> None:
+            clock.batch_start()
+
+        def batch_end(model, ni, imgs, *_) -> None:
+            if "as_run" not in seen:  # the first (warm-up) batch: the model is built and frozen as it will train
+                seen["as_run"] = _knobs_as_run(knobs, model, seen["loader"], seen["dataset"], seen.get("amp", False))
+            if imgs.device.type == "cuda":
+                torch.cuda.synchronize(imgs.device)
+            clock.batch_end(int(imgs.shape[0]))
+
+        callbacks = module.Callbacks()
+        callbacks.register_action("on_train_start", name="speedopt", callback=check_setup)
+        callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
+        callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
+        trial_only = ["--project", str(run.workdir), "--name", "train", "--exist-ok", "--noval", "--nosave", "--noplots"]
+        argv = train_py_args(_trial_data(run), knobs, device=run.device, epochs=run.epochs)
+        argv += trial_only + ["--seed", str(run.seed)]
+        saved, sys.argv = sys.argv, ["train.py", *argv]
+        try:
+            opt = module.parse_opt()  # train.py's own parser reads the command speedopt prints
+        finally:
+            sys.argv = saved
+        try:
+            module.main(opt, callbacks)
+        except TrialFinished:
+            pass
+        as_run: Knobs = seen["as_run"]
+        notes = []
+        if knobs.workers != as_run.workers:
+            notes.append(
+                f"workers={knobs.workers} requested, the dataloader ran {as_run.workers} "
+                "(train.py caps workers at the CPU cores and at the batch size)"
+            )
+        return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=tuple(notes))
+
+
+def _offline(module) -> None:
+    """Neutralise what train.py would do over the network, in its own namespace (this trial process only)."""
+    module.check_git_status = lambda *args, **kwargs: None  # git fetch from GitHub
+    module.check_requirements = lambda *args, **kwargs: None  # pip install of whatever looks missing
+    module.Loggers = _NoLoggers  # wandb/comet/clearml/neptune log-ins
+    if hasattr(module, "attempt_download_from_hub"):  # the yolov5 package asks the Hugging Face hub for --weights
+        module.attempt_download_from_hub = lambda *args, **kwargs: None
+
+
+def _trial_data(run: TrainRun) -> str:
+    """The data.yaml train.py reads: the user's, with ``path`` absolute and, for a subset, ``train`` a list.
+
+    train.py resolves a relative ``path`` against its own folder, speedopt against the yaml's; an absolute
+    one makes both read the same files. The subset list lives in the trial folder (so does its label cache).
+    """
+    import yaml
+
+    from speedopt import dataset
+
+    ds = dataset.load(run.data_yaml)
+    data = yaml.safe_load(Path(run.data_yaml).read_text())
+    data["path"] = str(ds.root)
+    data.pop("download", None)  # never download: speedopt already checked that both splits exist
+    if run.images < run.images_total:
+        subset = run.workdir / "train-subset.txt"
+        subset.write_text("".join(f"{p}\n" for p in ds.train_images[: run.images]))
+        data["train"] = str(subset)
+    out = run.workdir / "data.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(out)
+
+
+def _knobs_as_run(asked: Knobs, model, loader, dataset, amp: bool) -> Knobs:
+    """Every knob read back from the running trainer: loader, dataset and the model as it trains."""
+    model = getattr(model, "module", model)  # DataParallel / DDP
+    frozen = set()
+    for name, param in model.named_parameters():
+        match = re.match(r"model\.(\d+)\.", name)
+        if match and not param.requires_grad:
+            frozen.add(int(match.group(1)))
+    freeze = 0
+    while freeze in frozen:
+        freeze += 1
+    name = asked.model
+    if asked.model in MODEL_SCALES:
+        name = Path(getattr(model, "yaml_file", "") or asked.model).stem
+    if all(im is not None for im in dataset.ims):
+        cache = "ram"
+    elif asked.cache == "disk" and all(Path(f).exists() for f in dataset.npy_files):
+        cache = "disk"
+    else:
+        cache = "none"
+    return Knobs(
+        model=name,
+        imgsz=int(dataset.img_size),
+        batch=int(loader.batch_size),
+        workers=int(loader.num_workers),
+        cache=cache,
+        amp=bool(amp),
+        freeze=freeze,
+    )
