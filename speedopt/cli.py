@@ -44,6 +44,12 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _study_options(parser: argparse.ArgumentParser) -> None:
+    """--storage and --study, for commands that read one existing study."""
+    parser.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
+    parser.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="speedopt",
@@ -165,14 +171,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "throughput, dataset build and one timed validation pass), the recommended command, every trial, the "
         "bottleneck of each trial in numbers, and parameter importance.",
     )
-    report.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
-    report.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
+    _study_options(report)
     report.add_argument("--out", default="reports", help="output folder (default reports/)")
     report.add_argument("--epochs", type=_int, default=100, help="epochs of the full run to project (default 100, the trainer's)")
 
     best = sub.add_parser("best", help="print only the recommended config, for scripts")
-    best.add_argument("--storage", default=None, help="Optuna storage URL (default sqlite:///studies/speedopt.db)")
-    best.add_argument("--study", default=None, help="study name (default: the only study in the storage)")
+    _study_options(best)
     best.add_argument("--format", default="cli", choices=("cli", "python", "json", "yaml"), help="output form (default cli)")
     best.add_argument("--epochs", type=_int, default=None, help="add epochs=E to the command")
 

@@ -14,42 +14,34 @@ from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
-def searched(demo_yaml, tmp_path_factory):
-    """A 3-trial search with quality probes (tiny budget), reported automatically at its end."""
-    work = tmp_path_factory.mktemp("report")
-    url = f"sqlite:///{work}/r.db"
-    done = run_cli(
-        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "rep",
-        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
-        "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
-        "--probe-fraction", "0.5", "--epochs", "50", cwd=work, timeout=900,
-    )
-    assert done.returncode == 0, done.stderr
-    return work, url, done
+def searched(small_study):
+    """The shared 3-trial search with tiny quality probes, reported automatically at its end."""
+    return small_study
 
 
-def _trials(url):
-    return optuna.load_study(study_name="rep", storage=url).get_trials(states=(TrialState.COMPLETE,))
+def _trials(url, name):
+    return optuna.load_study(study_name=name, storage=url).get_trials(states=(TrialState.COMPLETE,))
 
 
 def test_search_writes_the_report(searched):
-    work, _, done = searched
-    assert (work / "reports" / "rep.md").is_file()
-    assert "report: reports/rep.md" in done.stdout
+    work, _, name = searched
+    assert (work / "reports" / f"{name}.md").is_file()
+    assert (work / "reports" / name / "history.png").is_file()
 
 
 def test_report_sections_numbers_and_figures(searched, tmp_path):
-    work, url, _ = searched
-    out = run_cli("report", "--storage", url, "--study", "rep", "--out", str(tmp_path), "--epochs", "50", cwd=work)
+    work, url, name = searched
+    out = run_cli("report", "--storage", url, "--study", name, "--out", str(tmp_path), "--epochs", "50", cwd=work)
     assert out.returncode == 0, out.stderr
-    text = (tmp_path / "rep.md").read_text()
+    text = (tmp_path / f"{name}.md").read_text()
+    assert "Projected full run (50 epochs" in text
     for n, title in enumerate(
         ["Machine and dataset", "Baseline vs recommended", "Projected full run", "Recommended command", "Trials",
          "Bottlenecks", "Parameter importance and figures"], start=1):
         assert f"## {n}. {title}" in text
     assert "an estimate" in text and "Inputs (baseline)" in text
 
-    trials = {t.number: t for t in _trials(url)}
+    trials = {t.number: t for t in _trials(url, name)}
     rows = re.findall(r"^\| (\d+) \| (yolov5\S+ [^|]+) \| ([\d.]+) \| ", text, re.M)
     assert rows, text
     for number, _, ips in rows:
@@ -60,25 +52,25 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
 
     bash = re.search(r"```bash\n(.+?)\n```", text, re.S).group(1)
     python = re.search(r"```python\n(.+?)\n```", text, re.S).group(1)
-    best = json.loads(run_cli("best", "--storage", url, "--study", "rep", "--format", "json", cwd=work).stdout)
+    best = json.loads(run_cli("best", "--storage", url, "--study", name, "--format", "json", cwd=work).stdout)
     assert command.parse_yolo_train(bash).knobs == Knobs(**best["config"])
     assert command.parse_python_train(python).knobs == Knobs(**best["config"])
     assert best["images_per_s"] == trials[best["trial"]].user_attrs["images_per_s"]
 
-    pngs = sorted((tmp_path / "rep").glob("*.png"))
+    pngs = sorted((tmp_path / name).glob("*.png"))
     assert [p.name for p in pngs] == ["history.png", "knobs.png", "speed_vs_map.png"]
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(png) as im:
             assert im.size[0] > 300 and im.size[1] > 200
-        assert f"](rep/{png.name})" in text  # relative links: the folder can move as a whole
+        assert f"]({name}/{png.name})" in text  # relative links: the folder can move as a whole
 
 
 def test_best_formats(searched):
-    work, url, _ = searched
-    cli = run_cli("best", "--storage", url, "--study", "rep", cwd=work).stdout.strip()
-    py = run_cli("best", "--storage", url, "--study", "rep", "--format", "python", cwd=work).stdout
-    yml = run_cli("best", "--storage", url, "--study", "rep", "--format", "yaml", cwd=work).stdout
+    work, url, name = searched
+    cli = run_cli("best", "--storage", url, "--study", name, cwd=work).stdout.strip()
+    py = run_cli("best", "--storage", url, "--study", name, "--format", "python", cwd=work).stdout
+    yml = run_cli("best", "--storage", url, "--study", name, "--format", "yaml", cwd=work).stdout
     assert command.parse_yolo_train(cli).knobs == command.parse_python_train(py).knobs
     assert "config:" in yml and "images_per_s:" in yml
 
