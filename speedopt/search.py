@@ -147,9 +147,9 @@ def plan(
     domains = {**space.domains, **file_domains, **fixed}
     domains.update({knob: space_mod.Domain(choices=(value,)) for knob, (value, _) in engine_fixed.items()})
     if policy.mode == "off":  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
-        base_values = base.to_dict()
-        domains.update({k: space_mod.Domain(choices=(base_values[k],)) for k in quality_mod.ACCURACY_KNOBS})
-        notes.append(f"quality off: {', '.join(quality_mod.ACCURACY_KNOBS)} fixed at the baseline; no probes")
+        base_values = base.to_dict()  # (a knob pinned with --fix keeps the user's explicit value)
+        domains.update({k: space_mod.Domain(choices=(base_values[k],)) for k in quality_mod.ACCURACY_KNOBS if k not in fixed})
+        notes.append(f"quality off: {', '.join(k for k in quality_mod.ACCURACY_KNOBS if k not in fixed)} fixed at the baseline; no probes")
     if not cuda and True in domains["amp"].values():
         domains["amp"] = space_mod.Domain(choices=(False,))
         notes.append("amp=on dropped from the space: AMP needs CUDA")
