@@ -380,13 +380,12 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
-    from optuna_dashboard import run_server
+    from speedopt import dashboard
+    from speedopt.storage import DEFAULT_URL
 
-    from speedopt.storage import DEFAULT_URL, open_storage
-
-    storage = open_storage(args.storage)
+    _quiet_optuna()
     print(f"speedopt dashboard: {args.storage or DEFAULT_URL} at http://{args.host}:{args.port}/dashboard (Ctrl+C stops)", flush=True)
-    run_server(storage, host=args.host, port=args.port)
+    dashboard.serve(args.storage, args.host, args.port)
     return 0
 
 

@@ -7,18 +7,19 @@ import sys
 import time
 import urllib.request
 
+import optuna
 import pytest
+from optuna.trial import TrialState, create_trial
 
 from tests.conftest import free_port
 
 
-@pytest.fixture(scope="module")
-def dashboard(small_study):
-    work, url, name = small_study
+def _serve(work, url):
     port = free_port()
+    log = open(work / f"dashboard-{port}.log", "w")  # a file, not a pipe: request logs never block the server
     proc = subprocess.Popen(
         [sys.executable, "-m", "speedopt", "dashboard", "--storage", url, "--port", str(port)],
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=work, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -29,8 +30,15 @@ def dashboard(small_study):
         except OSError:
             if time.monotonic() > deadline or proc.poll() is not None:
                 proc.kill()
-                pytest.fail(f"dashboard did not start: {proc.communicate()[1][-2000:]}")
+                pytest.fail(f"dashboard did not start: {open(log.name).read()[-2000:]}")
             time.sleep(0.3)
+    return proc, base
+
+
+@pytest.fixture(scope="module")
+def dashboard(small_study):
+    work, url, name = small_study
+    proc, base = _serve(work, url)
     yield base, name
     proc.terminate()
     proc.wait(timeout=10)
@@ -78,3 +86,21 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     shot = tmp_path / "study.png"
     subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
+    url = f"sqlite:///{tmp_path}/best.db"
+    study = optuna.create_study(study_name="rejected-fastest", storage=url, direction="maximize")
+    for ips, feasible in ((100.0, False), (50.0, True), (20.0, True)):
+        study.add_trial(create_trial(
+            state=TrialState.COMPLETE, value=ips, user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible},
+            system_attrs={"constraints:map_loss": -0.01 if feasible else 0.02},  # as Trial.set_constraint stores them
+        ))
+    proc, base = _serve(tmp_path, url)
+    try:
+        study_id = _get(f"{base}/api/studies")["study_summaries"][0]["study_id"]
+        best = _get(f"{base}/api/studies/{study_id}")["best_trials"]
+        assert [t["number"] for t in best] == [1] == [study.best_trial.number]  # Optuna's own view agrees
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
