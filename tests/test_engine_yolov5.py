@@ -108,11 +108,11 @@ def test_classic_search_prints_a_train_py_command_that_parses_back_to_the_best(c
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--space", str(space),
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1",
-        "--device", "cpu", "--seed", "1", *CLASSIC, cwd=tmp_path,
-        timeout=900,  # three ~8 s trials, but the host lock may first wait for another search on this machine
+        "--device", "cpu", "--seed", "1", "--probe-epochs", "1", "--probe-fraction", "0.5", *CLASSIC, cwd=tmp_path,
+        timeout=900,  # three ~8 s trials and tiny probes, but the host lock may first wait for another search
     )
     assert done.returncode == 0, done.stderr
-    (summary,) = optuna.get_all_study_summaries(url)
+    (summary,) = [s for s in optuna.get_all_study_summaries(url) if s.study_name != "speedopt-probe-cache"]
     study = optuna.load_study(study_name=summary.study_name, storage=url)
     attrs = study.user_attrs
     assert attrs["engine"] == "yolov5" and attrs["yolov5_dir"] is None and attrs["engine_version"]
@@ -120,7 +120,8 @@ def test_classic_search_prints_a_train_py_command_that_parses_back_to_the_best(c
     trials = study.get_trials(states=(TrialState.COMPLETE,))
     assert [t.user_attrs["status"] for t in trials] == ["ok", "ok", "ok"]
     assert all(t.user_attrs["network_blocked"] == [] for t in trials)
-    best = max(trials, key=lambda t: t.value)
+    best = max((t for t in trials if t.user_attrs["feasible"] is True), key=lambda t: t.value)
+    assert "train.py" in (tmp_path / "reports" / f"{study.study_name}.md").read_text()  # the report speaks classic
     assert "yolo detect train" not in done.stdout
     (line,) = [row.strip() for row in done.stdout.splitlines() if row.strip().startswith("python train.py")]
     parsed = command.parse_train_py(line)
@@ -150,3 +151,24 @@ def test_bad_yolov5_dir_exit_2_one_line(demo_yaml, tmp_path, command_name, kind,
     assert says in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert not (tmp_path / "studies").exists()  # nothing made before the input was checked
+
+
+@pytest.mark.parametrize("kind", ["probe", "validate"])
+def test_classic_probe_and_timed_validation_jobs(classic, demo_yaml, kind):
+    """The classic engine's quality probe (val mAP after a fixed budget) and timed validation pass, real and offline."""
+    from speedopt import isolation
+    from speedopt.offline import cache_dir
+
+    request = {
+        "kind": kind, "engine": "yolov5", "yolov5_dir": None, "data_yaml": str(demo_yaml),
+        "knobs": Knobs(model="yolov5n", imgsz=128, batch=4, workers=2, amp=False).to_dict(),
+        "device": "cpu", "epochs": 2, "fraction": 0.5, "seed": 0, "weights": None, "cache_dir": str(cache_dir()),
+    }
+    done = isolation.run_isolated("speedopt.job_process", json.dumps(request), Yolov5Engine().environment(cache_dir()), 600)
+    result = done.result
+    assert result and result["status"] == "ok", (result, done.log_tail)
+    assert result["network_blocked"] == []
+    if kind == "probe":
+        assert 0 <= result["map50_95"] <= result["map50"] <= 1 and result["images"] == 24
+    else:
+        assert result["val_s"] > 0 and result["val_images"] == 8

@@ -21,14 +21,16 @@ downloads ``yolov5n.pt`` and off on CPU. The engine keeps that rule and skips th
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt.engines.base import Engine, EngineReport, TrainRun
+from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
 from speedopt.errors import UsageError
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
@@ -141,10 +143,82 @@ class Yolov5Engine(Engine):
                 "(the extra pins setuptools<81: the old code imports pkg_resources)"
             ) from exc
 
+    def _run_train_py(self, module, run: TrainRun, callbacks, trial_only: list[str]) -> None:
+        """train.py's own parser on the flags speedopt prints (plus ``trial_only``), then its main()."""
+        from speedopt.command import train_py_args
+
+        argv = train_py_args(_trial_data(run), run.knobs, device=run.device, epochs=run.epochs)
+        argv += ["--project", str(run.workdir), "--exist-ok", "--noplots", "--seed", str(run.seed), *trial_only]
+        saved, sys.argv = sys.argv, ["train.py", *argv]
+        try:
+            opt = module.parse_opt()  # train.py's own parser reads the command speedopt prints
+        finally:
+            sys.argv = saved
+        module.main(opt, callbacks)
+
+    def _probe_module(self):
+        _numpy_compat()
+        module = self._import_train()
+        _offline(module)
+        module.check_amp = lambda model: next(model.parameters()).device.type == "cuda"  # no self-check download
+        return module
+
+    def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
+        module = self._probe_module()
+        scores: dict[str, float] = {}
+
+        def epoch_end(epoch) -> None:
+            progress(epoch + 1, run.epochs)
+
+        def fit_epoch_end(log_vals, epoch, *_) -> None:
+            # log_vals = 3 train losses, then P, R, mAP50, mAP50-95, 3 val losses, then learning rates
+            scores["map50"], scores["map50_95"] = float(log_vals[5]), float(log_vals[6])
+            if epoch + 1 >= run.epochs:  # the last epoch's validation is the score;
+                raise TrialFinished  # stop before train.py re-validates best.pt (the same weights, and broken on new torch)
+
+        callbacks = module.Callbacks()
+        callbacks.register_action("on_train_epoch_end", name="speedopt", callback=epoch_end)
+        callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=fit_epoch_end)
+        images = _probe_images(run)
+        try:
+            # No --noval: the yolov5 package's train.py fails after a non-final epoch without validation
+            # (an unset local), so probes validate every epoch, as a user's own run does by default.
+            self._run_train_py(module, _as_train_run(run, images), callbacks, ["--name", "probe", "--nosave"])
+        except TrialFinished:
+            pass
+        return ProbeScores(map50=scores.get("map50", 0.0), map50_95=scores.get("map50_95", 0.0), images=images)
+
+    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
+        # One epoch on one batch, then the validation train.py runs at each epoch's end, timed.
+        import time
+
+        module = self._probe_module()
+        spent: list[float] = []
+        validate = module.validate.run
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            out = validate(*args, **kwargs)
+            spent.append(time.perf_counter() - started)
+            return out
+
+        def stop(*_) -> None:
+            raise TrialFinished  # the epoch-end validation is timed; nothing after it is needed
+
+        module.validate.run = timed
+        callbacks = module.Callbacks()
+        callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=stop)
+        one_batch = dataclasses.replace(run, epochs=1)
+        try:
+            self._run_train_py(module, _as_train_run(one_batch, run.knobs.batch), callbacks, ["--name", "val", "--noval", "--nosave"])
+        except TrialFinished:
+            pass
+        from speedopt import dataset
+
+        return spent[0], len(dataset.load(run.data_yaml).val_images)
+
     def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
         import torch
-
-        from speedopt.command import train_py_args
 
         module = self._import_train()
         knobs = run.knobs
@@ -195,16 +269,8 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_start", name="speedopt", callback=check_setup)
         callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
         callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
-        trial_only = ["--project", str(run.workdir), "--name", "train", "--exist-ok", "--noval", "--nosave", "--noplots"]
-        argv = train_py_args(_trial_data(run), knobs, device=run.device, epochs=run.epochs)
-        argv += trial_only + ["--seed", str(run.seed)]
-        saved, sys.argv = sys.argv, ["train.py", *argv]
         try:
-            opt = module.parse_opt()  # train.py's own parser reads the command speedopt prints
-        finally:
-            sys.argv = saved
-        try:
-            module.main(opt, callbacks)
+            self._run_train_py(module, run, callbacks, ["--name", "train", "--noval", "--nosave"])
         except TrialFinished:
             pass
         as_run: Knobs = seen["as_run"]
@@ -215,6 +281,31 @@ class Yolov5Engine(Engine):
                 "(train.py caps workers at the CPU cores and at the batch size)"
             )
         return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=tuple(notes))
+
+
+def _probe_images(run: ProbeRun) -> int:
+    """Training images of a probe: its fraction of the train set (a count when above 1), at least one batch."""
+    from speedopt import dataset
+
+    total = len(dataset.load(run.data_yaml).train_images)
+    count = int(run.fraction) if run.fraction > 1 else round(total * run.fraction)
+    return min(total, max(count, run.knobs.batch))
+
+
+def _as_train_run(run: ProbeRun, images: int) -> TrainRun:
+    from speedopt import dataset
+
+    total = len(dataset.load(run.data_yaml).train_images)
+    return TrainRun(run.data_yaml, run.knobs, run.device, images, total, run.epochs, run.workdir, run.seed)
+
+
+def _numpy_compat() -> None:
+    """The classic metrics call ``np.trapz``, which NumPy 2.4 removed; ``np.trapezoid`` is the same function.
+    Aliased in this trial process only, so its validation (probes, timed passes) runs on current NumPy."""
+    import numpy as np
+
+    if not hasattr(np, "trapz"):
+        np.trapz = np.trapezoid
 
 
 def _offline(module) -> None:
