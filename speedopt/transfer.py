@@ -15,7 +15,8 @@ from speedopt.quality import CACHE_STUDY
 from speedopt.storage import open_storage, url_for
 
 
-def _cache_entries(storage, dataset_id: str | None) -> dict[str, Any]:
+def cache_entries(storage, dataset_id: str | None) -> dict[str, Any]:
+    """Probe-cache entries in ``storage`` for one dataset fingerprint (all of them for None)."""
     import optuna
 
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
@@ -63,7 +64,7 @@ def export(study_name: str, storage_url: str | None, out: str) -> tuple[int, int
     target.parent.mkdir(parents=True, exist_ok=True)
     destination = open_storage(url_for(str(target)))
     optuna.copy_study(from_study_name=study.study_name, from_storage=source, to_storage=destination)
-    entries = _cache_entries(source, study.user_attrs.get("dataset", {}).get("id"))
+    entries = cache_entries(source, study.user_attrs.get("dataset", {}).get("id"))
     merge_cache(entries, destination)
     return len(study.trials), len(entries)
 
@@ -83,5 +84,5 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
     if study.study_name in existing:
         raise UsageError(f"study {study.study_name!r} already exists in the target storage; nothing imported")
     optuna.copy_study(from_study_name=study.study_name, from_storage=open_storage(url), to_storage=destination)
-    added = merge_cache(_cache_entries(open_storage(url), None), destination)
+    added = merge_cache(cache_entries(open_storage(url), None), destination)
     return study.study_name, len(study.trials), added

@@ -98,8 +98,8 @@ def plan(
 ) -> tuple[WarmStart, dict[str, Any]]:
     """Read the source study; return the adapted configs and the probe-cache entries to reuse."""
     from speedopt.search import find_study
-    from speedopt.transfer import _cache_entries, split_source
     from speedopt.storage import open_storage
+    from speedopt.transfer import cache_entries, split_source
 
     url, name = split_source(source)
     study = find_study(url, name)
@@ -116,6 +116,6 @@ def plan(
         )
         if len(configs) == TOP:
             break
-    entries = _cache_entries(open_storage(url), dataset_id) if same else {}
+    entries = cache_entries(open_storage(url), dataset_id) if same else {}
     warm = WarmStart(source, study.study_name, study.user_attrs.get("machine", {}).get("key", {}), same, tuple(configs))
     return warm, entries
