@@ -1,3 +1,34 @@
-"""speedopt: measure, don't guess, the fastest way to train YOLOv5 on this machine."""
+"""speedopt: measure, don't guess, the fastest way to train YOLOv5 on this machine.
 
-__version__ = "0.1.0"
+The Python API (the CLI calls exactly these): :func:`trial`, :func:`search`, :func:`worker`,
+:func:`report`, :func:`best`. Importing speedopt imports no trainer, no torch and no Optuna: each is
+imported where it is used.
+"""
+
+from speedopt._api import best, report, search, trial, worker
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.reporting import Recommendation, Written
+from speedopt.status import Status
+from speedopt.study import SearchConfig, SearchOutcome, TrialRecord, View
+from speedopt.version import __version__
+
+__all__ = [
+    "Knobs",
+    "Recommendation",
+    "SearchConfig",
+    "SearchOutcome",
+    "Status",
+    "TrialRecord",
+    "TrialResult",
+    "UsageError",
+    "View",
+    "Written",
+    "__version__",
+    "best",
+    "report",
+    "search",
+    "trial",
+    "worker",
+]

@@ -13,13 +13,10 @@ import ast
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from speedopt.engines.ultralytics import model_argument
+from speedopt.engines._common import model_argument
 from speedopt.errors import UsageError
-from speedopt.knobs import MODEL_SCALES, Knobs
-
-DEFAULT_EPOCHS = 100  # the trainer's default
+from speedopt.knobs import MODEL_SCALES, Knobs, parse_value
 
 
 @dataclass(frozen=True)
@@ -209,13 +206,11 @@ def _split_launcher(words: list[str]) -> tuple[int, list[str]]:
 
 
 def _model(weights: str, cfg: str) -> str:
-    from speedopt.space import parse_value
-
     if weights.endswith(".pt"):
-        return parse_value("model", weights)  # yolov5s.pt (not a local file) is the yolov5s architecture
+        return str(parse_value("model", weights))  # yolov5s.pt (not a local file) is the yolov5s architecture
     if not cfg:
         raise UsageError("cannot read the train.py command: it has neither --cfg nor --weights FILE.pt")
-    return parse_value("model", cfg)
+    return str(parse_value("model", cfg))
 
 
 def _freeze(layers: list[int]) -> int:
@@ -251,16 +246,6 @@ def parse_train_py(command: str) -> ClassicCommand:
         freeze=_freeze(opt.freeze),
     )
     return ClassicCommand(knobs=knobs, data=opt.data, device=opt.device, epochs=opt.epochs, gpus=gpus)
-
-
-def train_text(attrs: dict[str, Any], knobs: Knobs, epochs: int | None = None) -> str:
-    """"train with: ..." in the study's own dialect (the engine it measured)."""
-    data, device = attrs["data"], attrs["device"]
-    if attrs.get("engine") == "yolov5":
-        yolov5_dir = attrs.get("yolov5_dir")
-        where = f"in {yolov5_dir}" if yolov5_dir else "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
-        return f"train with ({where}):\n  " + train_py(data, knobs, device=device, epochs=epochs)
-    return "train with:\n  " + yolo_train(data, knobs, device=device, epochs=epochs)
 
 
 def speedopt_trial(

@@ -46,6 +46,9 @@ class Knobs:
         return cls(**data)
 
 
+KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
+
+
 def resolve_model(model: str) -> str:
     """Return a built-in scale name (``yolov5s``) or the absolute path of a local ``.pt``/``.yaml`` file.
 
@@ -101,3 +104,44 @@ def parse_bool(text: str) -> bool:
     if value in ("off", "false", "0", "no"):
         return False
     raise UsageError(f"expected on or off, got {text!r}")
+
+
+def knobs_text(knobs: Knobs) -> str:
+    """Compact one-line config: model imgsz batch workers cache amp freeze."""
+    amp = "on" if knobs.amp else "off"
+    return f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp} freeze={knobs.freeze}"
+
+
+def value_text(value: Any) -> str:
+    """A knob value as the trainer's command line writes it (amp=on, not amp=True)."""
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def parse_value(knob: str, value: Any) -> Any:
+    """One knob value from YAML or the command line, checked like a trial's knob."""
+    if knob not in KNOB_NAMES:
+        raise UsageError(f"unknown knob {knob!r}; knobs are {', '.join(KNOB_NAMES)}")
+    text = str(value).strip()
+    if knob == "amp":
+        return value if isinstance(value, bool) else parse_bool(text)
+    if knob == "cache":
+        if isinstance(value, bool):  # the trainer's own spelling: cache=True means ram
+            return "ram" if value else "none"
+        text = {"true": "ram", "false": "none"}.get(text.lower(), text.lower())
+        if text not in CACHE_MODES:
+            raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {value!r}")
+        return text
+    if knob == "model":
+        stem = Path(text).stem.lower()
+        if stem in MODEL_SCALES and not Path(text).is_file():  # yolov5s.pt / yolov5s.yaml: same architecture
+            return stem
+        return validate(Knobs(model=text))[0].model
+    try:
+        number = int(text)
+    except ValueError:
+        raise UsageError(f"{knob} must be an integer, got {value!r}") from None
+    values: dict[str, Any] = {knob: number}
+    checked, _ = validate(dataclasses.replace(Knobs(), **values))
+    if knob == "imgsz" and checked.imgsz != number:
+        raise UsageError(f"imgsz values must be multiples of {STRIDE}, got {number}")
+    return number

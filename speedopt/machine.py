@@ -5,7 +5,10 @@ torch is imported lazily (only when a CUDA question is asked) so `speedopt --hel
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from dataclasses import dataclass
+from typing import Any
 
 from speedopt.errors import UsageError
 
@@ -58,9 +61,10 @@ def parse_device(text: str | None) -> str:
 
 def _cpu_model() -> str:
     try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     import platform
@@ -68,7 +72,89 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _gpus() -> tuple[list[dict], str | None, str | None]:
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class MachineKey:
+    """The parts that must match for two machines' measurements to be comparable."""
+
+    cpu_model: str
+    cpu_cores: int
+    ram_gb: int
+    gpus: tuple[str, ...]
+
+    def mismatch(self, here: MachineKey) -> str | None:
+        """Why measurements of this machine and ``here`` must not share a study (None if they may)."""
+        for field, what in (("gpus", "GPU models/count"), ("cpu_cores", "CPU core count"), ("cpu_model", "CPU model")):
+            made_on, now = getattr(self, field), getattr(here, field)
+            if made_on != now:
+                return f"{what} differ: study made on {_show(made_on)!r}, this machine has {_show(now)!r}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "gpus": list(self.gpus)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineKey:
+        return cls(
+            cpu_model=str(data.get("cpu_model", "")),
+            cpu_cores=int(data.get("cpu_cores", 0)),
+            ram_gb=int(data.get("ram_gb", 0)),
+            gpus=tuple(data.get("gpus") or ()),
+        )
+
+
+def _show(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class MachineFingerprint:
+    """What this machine is, as far as training throughput cares; stored in every study.
+
+    ``key`` holds what must match for measurements to be comparable; the rest describes the moment.
+    """
+
+    key: MachineKey
+    hostname: str = ""
+    cpu_logical: int | None = None
+    ram_total_gb: float = 0.0
+    ram_available_gb: float = 0.0
+    gpus: tuple[Gpu, ...] = ()
+    driver: str | None = None
+    cuda_driver: str | None = None
+    disk_free_gb: float | None = None
+    os: str = ""
+    python: str = ""
+
+    @property
+    def short_name(self) -> str:
+        """A readable tag: the first GPU's model (e.g. ``h200``) or ``cpu``."""
+        if not self.key.gpus:
+            return "cpu"
+        words = [w for w in self.key.gpus[0].lower().replace("nvidia", "").replace("geforce", "").split() if w]
+        return "-".join(words[:2]) or "gpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["key"] = self.key.to_dict()
+        data["gpus"] = [dataclasses.asdict(g) for g in self.gpus]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MachineFingerprint:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["key"] = MachineKey.from_dict(data.get("key") or {})
+        values["gpus"] = tuple(Gpu(str(g["name"]), int(g["memory_mb"])) for g in data.get("gpus") or ())
+        return cls(**values)
+
+
+def _gpus() -> tuple[list[Gpu], str | None, str | None]:
     """GPU names and memory, driver and CUDA driver version, via NVML (empty without a driver)."""
     try:
         import pynvml
@@ -81,25 +167,17 @@ def _gpus() -> tuple[list[dict], str | None, str | None]:
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(handle)
-            gpus.append(
-                {
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "memory_mb": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
-                }
-            )
+            memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // 2**20
+            gpus.append(Gpu(name.decode() if isinstance(name, bytes) else str(name), memory))
         driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        return gpus, (driver.decode() if isinstance(driver, bytes) else driver), f"{cuda // 1000}.{cuda % 1000 // 10}"
+        cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
+        return gpus, (driver.decode() if isinstance(driver, bytes) else str(driver)), f"{cuda // 1000}.{cuda % 1000 // 10}"
     finally:
         pynvml.nvmlShutdown()
 
 
-def fingerprint(disk_path: str = ".") -> dict:
-    """What this machine is, as far as training throughput cares; stored in every study.
-
-    ``key`` holds the parts that must match for two machines' measurements to be comparable
-    (CPU model and cores, RAM size, GPU models and count); the rest describes the moment.
-    """
+def fingerprint(disk_path: str = ".") -> MachineFingerprint:
+    """This machine now: CPU, RAM, GPUs (via NVML), free disk where the data lives."""
     import platform
     import shutil
 
@@ -107,31 +185,22 @@ def fingerprint(disk_path: str = ".") -> dict:
 
     gpus, driver, cuda = _gpus()
     memory = psutil.virtual_memory()
-    key = {
-        "cpu_model": _cpu_model(),
-        "cpu_cores": cpu_cores(),
-        "ram_gb": round(memory.total / 2**30),
-        "gpus": [g["name"] for g in gpus],
-    }
-    return {
-        "key": key,
-        "hostname": platform.node(),
-        "cpu_logical": os.cpu_count(),
-        "ram_total_gb": round(memory.total / 2**30, 1),
-        "ram_available_gb": round(memory.available / 2**30, 1),
-        "gpus": gpus,
-        "driver": driver,
-        "cuda_driver": cuda,
-        "disk_free_gb": round(shutil.disk_usage(disk_path).free / 2**30, 1),
-        "os": platform.platform(),
-        "python": platform.python_version(),
-    }
-
-
-def short_name(fp: dict) -> str:
-    """A readable tag for the machine: the first GPU's model (e.g. ``h200``) or ``cpu``."""
-    gpus = fp["key"]["gpus"]
-    if not gpus:
-        return "cpu"
-    words = [w for w in gpus[0].lower().replace("nvidia", "").replace("geforce", "").split() if w]
-    return "-".join(words[:2]) or "gpu"
+    key = MachineKey(
+        cpu_model=_cpu_model(),
+        cpu_cores=cpu_cores(),
+        ram_gb=round(memory.total / 2**30),
+        gpus=tuple(g.name for g in gpus),
+    )
+    return MachineFingerprint(
+        key=key,
+        hostname=platform.node(),
+        cpu_logical=os.cpu_count(),
+        ram_total_gb=round(memory.total / 2**30, 1),
+        ram_available_gb=round(memory.available / 2**30, 1),
+        gpus=tuple(gpus),
+        driver=driver,
+        cuda_driver=cuda,
+        disk_free_gb=round(shutil.disk_usage(disk_path).free / 2**30, 1),
+        os=platform.platform(),
+        python=platform.python_version(),
+    )

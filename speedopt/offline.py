@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 _LOCAL_HOSTS = {"localhost", "::1", "0.0.0.0", ""}
 
@@ -29,7 +30,7 @@ def _is_local(host: object) -> bool:
 def forbid_network(attempts: list[str]) -> None:
     """Refuse non-loopback DNS and connects in this process (and processes it forks); log them in ``attempts``."""
 
-    def hook(event: str, args: tuple) -> None:
+    def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "socket.getaddrinfo":
             host = args[0]
         elif event == "socket.connect":

@@ -1,13 +1,14 @@
-"""Trainer engines: one file each, behind :class:`speedopt.engines.base.Engine`.
+"""Trainer engines: one file each, behind :class:`Engine`.
 
-Engines are imported by name on demand so that importing speedopt never imports a trainer.
+Engine modules are imported by name on demand (:func:`get`), and import their trainer only inside
+their methods, so importing speedopt never imports a trainer.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
 from speedopt.errors import UsageError
 
 _ENGINES = {
@@ -24,12 +25,12 @@ def get(name: str, yolov5_dir: str | None = None) -> Engine:
         module, cls = _ENGINES[name]
     except KeyError:
         raise UsageError(f"unknown engine {name!r}; available: {', '.join(NAMES)}") from None
-    engine_class = getattr(importlib.import_module(module), cls)
+    engine_class: type[Engine] = getattr(importlib.import_module(module), cls)
     if name == "yolov5":
-        return engine_class(yolov5_dir)
+        return engine_class(yolov5_dir)  # type: ignore[call-arg]
     if yolov5_dir:
         raise UsageError(f"--yolov5-dir is for --engine yolov5 only (this is --engine {name})")
     return engine_class()
 
 
-__all__ = ["Engine", "EngineReport", "ProbeRun", "ProbeScores", "TrainRun", "NAMES", "get"]
+__all__ = ["Clock", "Engine", "EngineReport", "NAMES", "ProbeRun", "ProbeScores", "TrainRun", "get"]

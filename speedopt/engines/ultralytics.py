@@ -3,29 +3,34 @@
 Ultralytics >= 8.3 trains ``yolov5n.yaml`` ... ``yolov5x.yaml`` as YOLOv5u (anchor-free head).
 Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer forces to 0 on CPU),
 ``on_train_start`` (check that cache and AMP stay as asked), ``on_train_batch_start`` /
-``on_train_batch_end`` (the step clock).
+``on_train_batch_end`` (the step clock), ``on_train_epoch_end`` (probe progress).
+
+Patches, all applied inside the job process only, in :func:`_patch_module` (the trainer module)
+and :func:`_patch_trainer` (one trainer instance):
+
+- ``ultralytics.engine.trainer.check_amp`` -> always passes: the real one downloads yolo26n.pt to
+  compare FP32 and AMP outputs; speedopt measures AMP as asked and judges accuracy with its probes.
+- ``trainer.build_dataset`` -> timed (the projection's one-time label scan and cache fill);
+- ``trainer.preprocess_batch`` -> counts the images of each batch (the last batch may be short);
+- ``trainer.validate`` -> timed (the projection's validation pass);
+- ``trainer.final_eval`` -> nothing, in probes (it validates best.pt, the same weights, again).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
-from collections.abc import Callable
-import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+from speedopt.engines._common import frozen_prefix, model_argument, package_version, sync, timed, workers_note
 from speedopt.knobs import MODEL_SCALES, Knobs
-from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
 from speedopt.offline import place_font
+from speedopt.status import Status, TrialFinished, TrialRejected
 
 _INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
-
-
-def model_argument(model: str) -> str:
-    """The trainer's ``model=`` value: ``yolov5s`` -> ``yolov5s.yaml`` (built locally, never downloaded)."""
-    return f"{model}.yaml" if model in MODEL_SCALES else model
 
 
 def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
@@ -37,23 +42,46 @@ def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
     return "SGD" if iterations > 10_000 else "auto"
 
 
-def _skip_amp_check(amp: bool) -> None:
-    """check_amp() downloads yolo26n.pt to compare FP32/AMP outputs. speedopt measures AMP as asked
-    and judges its accuracy with the quality probe, so the check is skipped rather than downloaded."""
-    if amp:
-        import ultralytics.engine.trainer as trainer_module
+def _patch_module() -> None:
+    """The module-level patch (see the module docstring): no AMP self-check download."""
+    import ultralytics.engine.trainer as trainer_module
 
-        trainer_module.check_amp = lambda model: True
+    trainer_module.check_amp = lambda model: True
+
+
+def _patch_trainer(trainer: Any, images: dict[str, int] | None = None) -> tuple[dict[str, float], list[float]]:
+    """The instance patches (see the module docstring); returns the dataset build times by mode and
+    the validation times, both filled as they happen. ``images`` gets each batch's image count."""
+    builds: dict[str, float] = {}
+    build = trainer.build_dataset
+
+    def timed_build(img_path: str, mode: str = "train", batch: int | None = None) -> Any:
+        started = time.perf_counter()
+        dataset = build(img_path, mode=mode, batch=batch)
+        builds[mode] = time.perf_counter() - started
+        return dataset
+
+    trainer.build_dataset = timed_build
+    validations: list[float] = []
+    trainer.validate = timed(trainer.validate, validations)
+    if images is not None:
+        preprocess = trainer.preprocess_batch
+
+        def counted(batch: dict[str, Any]) -> Any:
+            images["last"] = int(batch["img"].shape[0])
+            return preprocess(batch)
+
+        trainer.preprocess_batch = counted
+    return builds, validations
 
 
 class UltralyticsEngine(Engine):
     name = "ultralytics"
+    supports_probe = True
+    supports_validation_timing = True
 
     def version(self) -> str | None:
-        try:
-            return importlib.metadata.version("ultralytics")
-        except importlib.metadata.PackageNotFoundError:
-            return None
+        return package_version("ultralytics")
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
@@ -64,7 +92,7 @@ class UltralyticsEngine(Engine):
         from ultralytics.utils import SETTINGS, USER_CONFIG_DIR
 
         place_font(Path(USER_CONFIG_DIR))  # check_det_dataset() wants Arial.ttf and would download it
-        wanted = {"sync": False, **{k: False for k in _INTEGRATIONS}}
+        wanted = {"sync": False, **dict.fromkeys(_INTEGRATIONS, False)}
         if any(SETTINGS.get(k) != v for k, v in wanted.items()):
             SETTINGS.update(wanted)
 
@@ -82,25 +110,16 @@ class UltralyticsEngine(Engine):
         # One epoch on one batch, then the epoch-end validation the trainer runs every epoch, timed.
         one_batch = dataclasses.replace(run, epochs=1, fraction=run.knobs.batch)
         trainer = _probe_trainer(one_batch, lambda t: None)
-        validate, spent = trainer.validate, []
-
-        def timed():
-            started = time.perf_counter()
-            out = validate()
-            spent.append(time.perf_counter() - started)
-            return out
-
-        trainer.validate = timed
+        _, spent = _patch_trainer(trainer)
         trainer.train()
         return spent[-1], len(trainer.test_loader.dataset)
 
-    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
-        import torch
+    def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         from ultralytics.models.yolo.detect import DetectionTrainer
         from ultralytics.utils import callbacks
 
         knobs = run.knobs
-        _skip_amp_check(knobs.amp)
+        _patch_module()
         overrides = {
             "model": model_argument(knobs.model),
             "data": run.data_yaml,
@@ -122,12 +141,13 @@ class UltralyticsEngine(Engine):
             "save": False,
             "seed": run.seed,
         }
-        seen: dict[str, object] = {"images": knobs.batch}  # filled by the hooks below
+        seen: dict[str, Any] = {}  # filled by the hooks below
+        images = {"last": knobs.batch}
 
-        def restore_workers(trainer) -> None:
+        def restore_workers(trainer: Any) -> None:
             trainer.args.workers = knobs.workers  # the trainer forced 0 on CPU; the knob must be real
 
-        def check_setup(trainer) -> None:
+        def check_setup(trainer: Any) -> None:
             dataset = trainer.train_loader.dataset
             seen["as_run"] = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
@@ -136,25 +156,17 @@ class UltralyticsEngine(Engine):
                     Status.INFEASIBLE,
                     f"cache={knobs.cache} does not fit here: the trainer dropped it (not enough free RAM/disk)",
                 )
-            preprocess = trainer.preprocess_batch
 
-            def counted(batch):
-                seen["images"] = int(batch["img"].shape[0])
-                return preprocess(batch)
-
-            trainer.preprocess_batch = counted
-
-        def batch_start(trainer) -> None:
+        def batch_start(trainer: Any) -> None:
             if trainer.batch_size != knobs.batch:
                 raise TrialRejected(
                     Status.OOM, f"out of memory at batch={knobs.batch} (the trainer fell back to {trainer.batch_size})"
                 )
             clock.batch_start()
 
-        def batch_end(trainer) -> None:
-            if trainer.device.type == "cuda":
-                torch.cuda.synchronize(trainer.device)
-            clock.batch_end(int(seen["images"]))
+        def batch_end(trainer: Any) -> None:
+            sync(trainer.device)
+            clock.batch_end(images["last"])
 
         hooks = callbacks.get_default_callbacks()
         hooks["on_pretrain_routine_start"].append(restore_workers)  # runs inside the trainer's __init__
@@ -162,39 +174,35 @@ class UltralyticsEngine(Engine):
         hooks["on_train_batch_start"].append(batch_start)
         hooks["on_train_batch_end"].append(batch_end)
         trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
-        builds = _time_dataset_builds(trainer)
+        builds, _ = _patch_trainer(trainer, images)
         try:
             trainer.train()
         except TrialFinished:
             pass
         finally:
-            for loader in (getattr(trainer, "train_loader", None), getattr(trainer, "test_loader", None)):
-                if hasattr(loader, "close"):
-                    loader.close()
-        as_run: Knobs = seen["as_run"]  # type: ignore[assignment]
-        notes = []
-        if knobs.workers != as_run.workers:
-            notes.append(
-                f"workers={knobs.workers} requested, the dataloader ran {as_run.workers} "
-                "(the trainer caps workers at the CPU cores and at the batches per epoch)"
-            )
+            for name in ("train_loader", "test_loader"):
+                close = getattr(getattr(trainer, name, None), "close", None)
+                if close is not None:
+                    close()
+        as_run: Knobs = seen["as_run"]
+        why = "the trainer caps workers at the CPU cores and at the batches per epoch"
         return EngineReport(
             knobs=as_run,
             images_used=int(seen["images_used"]),
-            notes=tuple(notes),
+            notes=workers_note(knobs.workers, as_run.workers, why),
             train_build_s=builds.get("train"),
             val_build_s=builds.get("val"),
             val_images=len(trainer.test_loader.dataset),
         )
 
 
-def _probe_trainer(run: ProbeRun, on_epoch_end: Callable) -> object:
+def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
     """A trainer for a quality probe: fixed budget and seed, deterministic, plots off."""
     from ultralytics.models.yolo.detect import DetectionTrainer
     from ultralytics.utils import callbacks
 
     knobs = run.knobs
-    _skip_amp_check(knobs.amp)
+    _patch_module()
     overrides = {
         "model": model_argument(knobs.model),
         "pretrained": run.weights or False,
@@ -223,34 +231,12 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable) -> object:
     return trainer
 
 
-def _time_dataset_builds(trainer) -> dict[str, float]:
-    """Time the trainer's dataset builds (label scan + cache fill) per mode, filled as they happen."""
-    seconds: dict[str, float] = {}
-    build = trainer.build_dataset
-
-    def timed(img_path, mode="train", batch=None):
-        started = time.perf_counter()
-        dataset = build(img_path, mode=mode, batch=batch)
-        seconds[mode] = time.perf_counter() - started
-        return dataset
-
-    trainer.build_dataset = timed
-    return seconds
-
-
-def _knobs_as_run(trainer, asked: Knobs) -> Knobs:
+def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:
     """Read every knob back from the set-up trainer, so a knob the trainer ignored shows up as such."""
     from ultralytics.utils.torch_utils import unwrap_model
 
     model = unwrap_model(trainer.model)
-    frozen = set()
-    for name, param in model.named_parameters():
-        match = re.match(r"model\.(\d+)\.", name)
-        if match and not param.requires_grad and ".dfl" not in name:
-            frozen.add(int(match.group(1)))
-    freeze = 0
-    while freeze in frozen:
-        freeze += 1
+    freeze = frozen_prefix(model.named_parameters(), skip=lambda name: ".dfl" in name)  # DFL never trains
     scale = (getattr(model, "yaml", None) or {}).get("scale")
     name = f"yolov5{scale}" if asked.model in MODEL_SCALES and scale else asked.model
     dataset = trainer.train_loader.dataset

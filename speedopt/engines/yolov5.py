@@ -17,23 +17,41 @@ silently dropped when RAM looks short).
 AMP has no switch in train.py: ``check_amp()`` turns it on for CUDA after a self-check that
 downloads ``yolov5n.pt`` and off on CPU. The engine keeps that rule and skips the download, so the
 ``amp`` knob is fixed for this engine (see :meth:`Yolov5Engine.fixed_knobs`).
+
+Patches, all applied inside the job process only, to train.py's own namespace in
+:func:`_patch_module` (nothing of the user's checkout is written):
+
+- ``check_amp`` -> AMP exactly on CUDA, without the self-check download (and records what it chose);
+- ``check_git_status``, ``check_requirements`` -> nothing (a git fetch; a pip install of what looks missing);
+- ``Loggers`` -> :class:`_NoLoggers` (wandb, comet, clearml and neptune log in over the network);
+- ``attempt_download_from_hub`` (the yolov5 package) -> nothing (asks the Hugging Face hub for --weights);
+- ``create_dataloader`` -> wrapped, to read back the train loader and dataset it built;
+- ``validate.run`` -> timed, in validation-timing jobs;
+- ``numpy.trapz`` -> ``numpy.trapezoid`` where NumPy 2.4 removed it (the classic metrics call it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
-import importlib.metadata
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from speedopt.engines.base import Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+import yaml
+
+from speedopt.command import train_py_args
+from speedopt.data import load
+from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+from speedopt.engines._common import frozen_prefix, package_version, sync, timed, workers_note
+from speedopt.engines.ultralytics import UltralyticsEngine
 from speedopt.errors import UsageError
 from speedopt.knobs import MODEL_SCALES, Knobs
-from speedopt.measurement import Status, StepClock, TrialFinished, TrialRejected
+from speedopt.offline import place_font
+from speedopt.status import Status, TrialFinished, TrialRejected
 
 # Text every YOLOv5 train.py has (v6.x, v7.0, the yolov5 package, today's master).
 _TRAIN_PY_MARKERS = ("def parse_opt", "def main(opt", "Callbacks", "create_dataloader", "--batch-size", "on_train_batch_end")
@@ -95,6 +113,8 @@ class _NoLoggers:
 class Yolov5Engine(Engine):
     name = "yolov5"
     install_hint = "pip install 'speedopt[yolov5]', or give --yolov5-dir PATH (a clone of ultralytics/yolov5)"
+    supports_probe = True
+    supports_validation_timing = True
 
     def __init__(self, yolov5_dir: str | None = None):
         self.root = checkout_root(yolov5_dir) if yolov5_dir else None
@@ -102,17 +122,12 @@ class Yolov5Engine(Engine):
     def version(self) -> str | None:
         if self.root is not None:
             return checkout_version(self.root)
-        try:
-            return importlib.metadata.version("yolov5")
-        except importlib.metadata.PackageNotFoundError:
-            return None
+        return package_version("yolov5")
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         return {"amp": (device != "cpu", _AMP_REASON)}
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
-        from speedopt.engines.ultralytics import UltralyticsEngine
-
         return {
             # The classic code imports ultralytics (today's master builds on it): same private, offline settings.
             **UltralyticsEngine().environment(cache_dir),
@@ -124,13 +139,10 @@ class Yolov5Engine(Engine):
         }
 
     def prepare(self, cache_dir: Path) -> None:
-        from speedopt.engines.ultralytics import UltralyticsEngine
-        from speedopt.offline import place_font
-
         UltralyticsEngine().prepare(cache_dir)
         place_font(cache_dir / "yolov5-config")
 
-    def _import_train(self):
+    def _import_train(self) -> ModuleType:
         """train.py as a module: from the checkout (its own utils/, models/ first on sys.path) or the package."""
         try:
             if self.root is None:
@@ -143,10 +155,8 @@ class Yolov5Engine(Engine):
                 "(the extra pins setuptools<81: the old code imports pkg_resources)"
             ) from exc
 
-    def _run_train_py(self, module, run: TrainRun, callbacks, trial_only: list[str]) -> None:
+    def _run_train_py(self, module: ModuleType, run: TrainRun, callbacks: Any, trial_only: list[str]) -> None:
         """train.py's own parser on the flags speedopt prints (plus ``trial_only``), then its main()."""
-        from speedopt.command import train_py_args
-
         argv = train_py_args(_trial_data(run), run.knobs, device=run.device, epochs=run.epochs)
         argv += ["--project", str(run.workdir), "--exist-ok", "--noplots", "--seed", str(run.seed), *trial_only]
         saved, sys.argv = sys.argv, ["train.py", *argv]
@@ -156,21 +166,19 @@ class Yolov5Engine(Engine):
             sys.argv = saved
         module.main(opt, callbacks)
 
-    def _probe_module(self):
-        _numpy_compat()
+    def _patched(self, seen: dict[str, Any]) -> ModuleType:
         module = self._import_train()
-        _offline(module)
-        module.check_amp = lambda model: next(model.parameters()).device.type == "cuda"  # no self-check download
+        _patch_module(module, seen)
         return module
 
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
-        module = self._probe_module()
+        module = self._patched({})
         scores: dict[str, float] = {}
 
-        def epoch_end(epoch) -> None:
+        def epoch_end(epoch: int) -> None:
             progress(epoch + 1, run.epochs)
 
-        def fit_epoch_end(log_vals, epoch, *_) -> None:
+        def fit_epoch_end(log_vals: list[float], epoch: int, *_: Any) -> None:
             # log_vals = 3 train losses, then P, R, mAP50, mAP50-95, 3 val losses, then learning rates
             scores["map50"], scores["map50_95"] = float(log_vals[5]), float(log_vals[6])
             if epoch + 1 >= run.epochs:  # the last epoch's validation is the score;
@@ -180,66 +188,32 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_epoch_end", name="speedopt", callback=epoch_end)
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=fit_epoch_end)
         images = _probe_images(run)
-        try:
+        with contextlib.suppress(TrialFinished):
             # No --noval: the yolov5 package's train.py fails after a non-final epoch without validation
             # (an unset local), so probes validate every epoch, as a user's own run does by default.
             self._run_train_py(module, _as_train_run(run, images), callbacks, ["--name", "probe", "--nosave"])
-        except TrialFinished:
-            pass
         return ProbeScores(map50=scores.get("map50", 0.0), map50_95=scores.get("map50_95", 0.0), images=images)
 
     def time_validation(self, run: ProbeRun) -> tuple[float, int]:
         # One epoch on one batch, then the validation train.py runs at each epoch's end, timed.
-        import time
-
-        module = self._probe_module()
+        module = self._patched({})
         spent: list[float] = []
-        validate = module.validate.run
 
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            out = validate(*args, **kwargs)
-            spent.append(time.perf_counter() - started)
-            return out
-
-        def stop(*_) -> None:
+        def stop(*_: Any) -> None:
             raise TrialFinished  # the epoch-end validation is timed; nothing after it is needed
 
-        module.validate.run = timed
+        module.validate.run = timed(module.validate.run, spent)
         callbacks = module.Callbacks()
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=stop)
         one_batch = dataclasses.replace(run, epochs=1)
-        try:
+        with contextlib.suppress(TrialFinished):
             self._run_train_py(module, _as_train_run(one_batch, run.knobs.batch), callbacks, ["--name", "val", "--noval", "--nosave"])
-        except TrialFinished:
-            pass
-        from speedopt import dataset
+        return spent[0], len(load(run.data_yaml).val_images)
 
-        return spent[0], len(dataset.load(run.data_yaml).val_images)
-
-    def train(self, run: TrainRun, clock: StepClock) -> EngineReport:
-        import torch
-
-        module = self._import_train()
+    def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         knobs = run.knobs
         seen: dict[str, Any] = {}
-        _offline(module)
-
-        def amp_rule(model) -> bool:
-            # check_amp() minus its self-check: AMP on exactly on CUDA, as train.py decides when the check passes.
-            seen["amp"] = next(model.parameters()).device.type == "cuda"
-            return seen["amp"]
-
-        module.check_amp = amp_rule
-        create_dataloader = module.create_dataloader
-
-        def recorded(*args, **kwargs):
-            loader, dataset = create_dataloader(*args, **kwargs)
-            if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
-                seen["loader"], seen["dataset"] = loader, dataset
-            return loader, dataset
-
-        module.create_dataloader = recorded
+        module = self._patched(seen)
 
         def check_setup() -> None:
             loader, dataset = seen["loader"], seen["dataset"]
@@ -258,63 +232,66 @@ class Yolov5Engine(Engine):
         def batch_start() -> None:
             clock.batch_start()
 
-        def batch_end(model, ni, imgs, *_) -> None:
+        def batch_end(model: Any, ni: int, imgs: Any, *_: Any) -> None:
             if "as_run" not in seen:  # the first (warm-up) batch: the model is built and frozen as it will train
                 seen["as_run"] = _knobs_as_run(knobs, model, seen["loader"], seen["dataset"], seen.get("amp", False))
-            if imgs.device.type == "cuda":
-                torch.cuda.synchronize(imgs.device)
+            sync(imgs.device)
             clock.batch_end(int(imgs.shape[0]))
 
         callbacks = module.Callbacks()
         callbacks.register_action("on_train_start", name="speedopt", callback=check_setup)
         callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
         callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
-        try:
+        with contextlib.suppress(TrialFinished):
             self._run_train_py(module, run, callbacks, ["--name", "train", "--noval", "--nosave"])
-        except TrialFinished:
-            pass
         as_run: Knobs = seen["as_run"]
-        notes = []
-        if knobs.workers != as_run.workers:
-            notes.append(
-                f"workers={knobs.workers} requested, the dataloader ran {as_run.workers} "
-                "(train.py caps workers at the CPU cores and at the batch size)"
-            )
-        return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=tuple(notes))
+        notes = workers_note(knobs.workers, as_run.workers, "train.py caps workers at the CPU cores and at the batch size")
+        return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=notes)
 
 
 def _probe_images(run: ProbeRun) -> int:
     """Training images of a probe: its fraction of the train set (a count when above 1), at least one batch."""
-    from speedopt import dataset
-
-    total = len(dataset.load(run.data_yaml).train_images)
+    total = len(load(run.data_yaml).train_images)
     count = int(run.fraction) if run.fraction > 1 else round(total * run.fraction)
     return min(total, max(count, run.knobs.batch))
 
 
 def _as_train_run(run: ProbeRun, images: int) -> TrainRun:
-    from speedopt import dataset
-
-    total = len(dataset.load(run.data_yaml).train_images)
+    total = len(load(run.data_yaml).train_images)
     return TrainRun(run.data_yaml, run.knobs, run.device, images, total, run.epochs, run.workdir, run.seed)
 
 
-def _numpy_compat() -> None:
-    """The classic metrics call ``np.trapz``, which NumPy 2.4 removed; ``np.trapezoid`` is the same function.
-    Aliased in this trial process only, so its validation (probes, timed passes) runs on current NumPy."""
+def _patch_module(module: Any, seen: dict[str, Any]) -> None:
+    """Every patch of this engine (see the module docstring), applied to train.py's own namespace.
+
+    ``seen`` gets what the patched functions observe: ``amp`` (what check_amp chose), ``loader`` and
+    ``dataset`` (the train loader train.py built).
+    """
     import numpy as np
 
     if not hasattr(np, "trapz"):
-        np.trapz = np.trapezoid
-
-
-def _offline(module) -> None:
-    """Neutralise what train.py would do over the network, in its own namespace (this trial process only)."""
-    module.check_git_status = lambda *args, **kwargs: None  # git fetch from GitHub
-    module.check_requirements = lambda *args, **kwargs: None  # pip install of whatever looks missing
-    module.Loggers = _NoLoggers  # wandb/comet/clearml/neptune log-ins
-    if hasattr(module, "attempt_download_from_hub"):  # the yolov5 package asks the Hugging Face hub for --weights
+        np.trapz = np.trapezoid  # type: ignore[attr-defined]
+    module.check_git_status = lambda *args, **kwargs: None
+    module.check_requirements = lambda *args, **kwargs: None
+    module.Loggers = _NoLoggers
+    if hasattr(module, "attempt_download_from_hub"):
         module.attempt_download_from_hub = lambda *args, **kwargs: None
+
+    def amp_rule(model: Any) -> bool:
+        # check_amp() minus its self-check: AMP on exactly on CUDA, as train.py decides when the check passes.
+        seen["amp"] = next(model.parameters()).device.type == "cuda"
+        return bool(seen["amp"])
+
+    module.check_amp = amp_rule
+    create_dataloader = module.create_dataloader
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        loader, dataset = create_dataloader(*args, **kwargs)
+        if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
+            seen["loader"], seen["dataset"] = loader, dataset
+        return loader, dataset
+
+    module.create_dataloader = recorded
 
 
 def _trial_data(run: TrainRun) -> str:
@@ -323,11 +300,7 @@ def _trial_data(run: TrainRun) -> str:
     train.py resolves a relative ``path`` against its own folder, speedopt against the yaml's; an absolute
     one makes both read the same files. The subset list lives in the trial folder (so does its label cache).
     """
-    import yaml
-
-    from speedopt import dataset
-
-    ds = dataset.load(run.data_yaml)
+    ds = load(run.data_yaml)
     data = yaml.safe_load(Path(run.data_yaml).read_text())
     data["path"] = str(ds.root)
     data.pop("download", None)  # never download: speedopt already checked that both splits exist
@@ -340,17 +313,10 @@ def _trial_data(run: TrainRun) -> str:
     return str(out)
 
 
-def _knobs_as_run(asked: Knobs, model, loader, dataset, amp: bool) -> Knobs:
+def _knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool) -> Knobs:
     """Every knob read back from the running trainer: loader, dataset and the model as it trains."""
     model = getattr(model, "module", model)  # DataParallel / DDP
-    frozen = set()
-    for name, param in model.named_parameters():
-        match = re.match(r"model\.(\d+)\.", name)
-        if match and not param.requires_grad:
-            frozen.add(int(match.group(1)))
-    freeze = 0
-    while freeze in frozen:
-        freeze += 1
+    freeze = frozen_prefix(model.named_parameters())
     name = asked.model
     if asked.model in MODEL_SCALES:
         name = Path(getattr(model, "yaml_file", "") or asked.model).stem

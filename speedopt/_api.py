@@ -1,0 +1,91 @@
+"""The public Python API: what the CLI calls, for notebooks and pipelines that drive speedopt directly.
+
+Each function returns typed records (frozen dataclasses) and raises
+:class:`~speedopt.errors.UsageError` with one line for bad input; nothing prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from speedopt import defaults, measure, reporting, study
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.reporting import Recommendation, Written
+from speedopt.study import SearchConfig, SearchOutcome, View
+
+
+def trial(
+    data: str,
+    knobs: Knobs | None = None,
+    *,
+    device: str | None = None,
+    engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
+    steps: int = defaults.STEPS,
+    warmup: int = defaults.WARMUP,
+    timeout_s: float = defaults.TRIAL_TIMEOUT_S,
+    ram_limit_gb: float | None = None,
+    progress: measure.Progress | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> TrialResult:
+    """Measure one short training run of the real trainer with ``knobs`` (default: the trainer's defaults).
+
+    ``on_note`` hears each adjustment to the request before it runs (AMP off on a CPU, a subset of
+    the images); ``progress`` gets the running trial's phase. The result's ``status`` says how it ended.
+    """
+    request = measure.prepare(
+        data, knobs or Knobs(), device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
+        timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
+    )
+    for note in request.notes:
+        if on_note:
+            on_note(note)
+    return measure.run_trial(request, progress=progress)
+
+
+def search(config: SearchConfig | str, *, view: View | None = None, **options: Any) -> SearchOutcome:
+    """Run (or resume) a search: ``search("data.yaml", trials=10)`` or ``search(SearchConfig(...))``.
+
+    ``options`` are the fields of :class:`~speedopt.study.SearchConfig`; ``view`` hears the search's
+    progress (default: silent).
+    """
+    if isinstance(config, str):
+        config = SearchConfig(data=config, **options)
+    elif options:
+        raise TypeError("give either a SearchConfig or keyword options, not both")
+    return study.run(study.plan(config), view)
+
+
+def worker(storage: str, name: str, *, view: View | None = None) -> SearchOutcome:
+    """Join an existing study (``speedopt worker``) and run its trials until it holds its target."""
+    return study.run(study.plan_for_worker(storage, name), view)
+
+
+def report(
+    name: str | None = None,
+    *,
+    storage: str | None = None,
+    epochs: int = defaults.EPOCHS,
+    out_dir: str | Path = defaults.REPORTS_DIR,
+    measure_validation: bool = True,
+) -> Written:
+    """Write ``<out_dir>/<study>.md`` with its figures and ``<study>.csv`` (``name``: the only study if None).
+
+    ``measure_validation`` times one validation pass per projected config (a child job, cached in the study).
+    """
+    if epochs < 1:
+        raise UsageError(f"--epochs must be at least 1, got {epochs}")
+    return reporting.build(study.find_study(storage, name), epochs, Path(out_dir), measure_validation)
+
+
+def best(name: str | None = None, *, storage: str | None = None) -> Recommendation:
+    """The recommended config of a study, with its commands; UsageError while there is none."""
+    found = study.find_study(storage, name)
+    rec = reporting.recommend(found)
+    if rec is None:
+        raise UsageError(f"study {found.study_name!r} has no feasible trial measured ok yet")
+    return rec

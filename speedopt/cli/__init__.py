@@ -1,0 +1,44 @@
+"""The `speedopt` command line: parse, call the Python API, print. Nothing else lives here.
+
+One module per command (or pair of commands); each adds its parser and sets ``run``. Bad input
+anywhere raises UsageError, which becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from speedopt.cli import dashboard, demo_data, report, search, studies, transfer, trial
+from speedopt.cli._options import Parser
+from speedopt.errors import UsageError
+from speedopt.version import __version__
+
+COMMANDS = (demo_data, trial, search, report, dashboard, transfer, studies)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every command's parser."""
+    parser = Parser(
+        prog="speedopt",
+        description="Find the fastest way to train a YOLOv5 detector on this machine, by measuring short "
+        "real training trials instead of guessing workers, batch, image size, cache and AMP.",
+    )
+    parser.add_argument("--version", action="version", version=f"speedopt {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for command in COMMANDS:
+        command.add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except UsageError as exc:
+        print(f"speedopt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"speedopt {args.command}: interrupted", file=sys.stderr)
+        return 130

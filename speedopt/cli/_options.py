@@ -1,0 +1,88 @@
+"""What every command shares: the one-line argparse, option groups, and quiet Optuna logging."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from speedopt import defaults
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad arguments in one line (and exit 2) instead of usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def integer(text: str) -> int:
+    """An integer argument, with a one-line message when it is not one."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def seconds(text: str) -> float:
+    """A number of seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+
+
+def add_storage(parser: argparse.ArgumentParser, required: bool = False, what: str = "Optuna storage URL") -> None:
+    """--storage: an Optuna storage URL or a journal file."""
+    default = "" if required else f" (default {defaults.STORAGE_URL})"
+    parser.add_argument("--storage", required=required, default=None, help=f"{what}{default}, or a journal file *.log")
+
+
+def add_study(parser: argparse.ArgumentParser, required: bool = False, default_help: str = "the only study in the storage") -> None:
+    """--study: a study name."""
+    parser.add_argument("--study", required=required, default=None, help=f"study name (default: {default_help})" if not required else "the study")
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """--engine and --yolov5-dir: which trainer a trial measures."""
+    from speedopt.engines import NAMES
+
+    parser.add_argument(
+        "--engine", default="ultralytics", choices=NAMES,
+        help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
+    )
+    parser.add_argument(
+        "--yolov5-dir", default=None, metavar="PATH",
+        help="with --engine yolov5: your clone of ultralytics/yolov5 (default: the yolov5 package, speedopt[yolov5])",
+    )
+
+
+def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
+    """--steps, --warmup, --device, the per-trial timeout and --ram-limit."""
+    parser.add_argument("--steps", type=integer, default=defaults.STEPS, help=f"measured batches per trial (default {defaults.STEPS})")
+    parser.add_argument("--warmup", type=integer, default=defaults.WARMUP, help=f"warm-up batches, not measured (default {defaults.WARMUP})")
+    parser.add_argument("--device", default=None, help="cpu or a GPU index such as 0 (default: GPU 0 if any, else cpu)")
+    parser.add_argument(
+        timeout_flag, type=seconds, default=defaults.TRIAL_TIMEOUT_S,
+        help=f"seconds before one trial is killed (default {defaults.TRIAL_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--ram-limit", type=float, default=None, metavar="GIB",
+        help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
+    )
+    add_engine(parser)
+
+
+def quiet_optuna() -> None:
+    """Optuna's INFO lines and experimental warnings would drown speedopt's own output."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def phase_text(update: dict[str, Any]) -> str:
+    """``measure 3/20`` from a progress update."""
+    where = f" {update['done']}/{update['of']}" if "done" in update else ""
+    return f"{update['phase']}{where}"

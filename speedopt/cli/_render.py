@@ -1,0 +1,40 @@
+"""How measurements look in a terminal (rich tables). Pure formatting: no measuring here."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from speedopt.knobs import value_text
+from speedopt.measure import TrialResult
+
+
+def _fmt(value: object, unit: str = "", digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def trial_table(result: TrialResult) -> Table:
+    """One trial's status, knobs as run and measured figures."""
+    table = Table(title=f"trial: {result.status.value}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("message", result.message)
+    table.add_row("config (as run)", " ".join(f"{k}={value_text(v)}" for k, v in result.config.to_dict().items()))
+    table.add_row("device / engine", f"{result.device} / {result.engine} {result.engine_version or ''}")
+    table.add_row("images/s (measured)", _fmt(result.images_per_s, digits=1))
+    table.add_row("step time median / p90", f"{_fmt(result.step_s_median, ' s', 3)} / {_fmt(result.step_s_p90, ' s', 3)}")
+    wait = None if result.data_wait_fraction is None else 100 * result.data_wait_fraction
+    table.add_row("waiting for data", _fmt(wait, " %", 1))
+    table.add_row("setup (scan, cache, model)", _fmt(result.setup_s, " s", 1))
+    table.add_row("peak RAM (with workers)", _fmt(result.peak_ram_mb, " MB", 0))
+    table.add_row("peak GPU memory", _fmt(result.peak_gpu_mem_mb, " MB", 0))
+    table.add_row("GPU / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")
+    table.add_row("images used / total", f"{_fmt(result.images_used)} / {_fmt(result.images_total)}")
+    for note in result.notes:
+        table.add_row("note", note)
+    if result.log_tail and not result.ok:
+        table.add_row("trainer log (last lines)", result.log_tail)
+    return table

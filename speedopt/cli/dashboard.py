@@ -1,0 +1,31 @@
+"""`speedopt dashboard`: serve optuna-dashboard on a study storage."""
+
+from __future__ import annotations
+
+import argparse
+
+from speedopt import defaults
+from speedopt.cli._options import add_storage, integer, quiet_optuna
+from speedopt.reporting import serve
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "dashboard",
+        help="serve the Optuna dashboard on the study storage",
+        description="Serve optuna-dashboard for the storage (binds to 127.0.0.1 unless told otherwise). Each study "
+        "shows images/s as its objective, each trial's measurements as user attrs and the report as its note; "
+        "its best trial is the fastest one measured ok and judged feasible.",
+    )
+    add_storage(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=integer, default=8080, help="port (default 8080)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    quiet_optuna()
+    where = args.storage or defaults.STORAGE_URL
+    print(f"speedopt dashboard: {where} at http://{args.host}:{args.port}/dashboard (Ctrl+C stops)", flush=True)
+    serve(args.storage, args.host, args.port)
+    return 0

@@ -1,0 +1,164 @@
+"""`speedopt search` and `speedopt worker`: run (or join) an Optuna study of real training trials."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+import speedopt
+from speedopt import defaults
+from speedopt.cli._options import add_measurement, add_storage, add_study, integer, quiet_optuna, seconds
+from speedopt.cli._progress import view_for
+from speedopt.knobs import knobs_text
+from speedopt.quality import LOW_MAP, signature_text
+from speedopt.study import SearchConfig, SearchOutcome
+
+NAME = "search"
+EPILOG = (
+    "space file (YAML): each knob maps to a list of values or {low, high, step}, e.g.\n"
+    "  batch: [8, 16, 32]\n  imgsz: {low: 320, high: 640, step: 64}\n  cache: [none, ram]\n"
+    "exit status: 0 when the study has a feasible best trial, 1 when none measured ok, 2 for bad input."
+)
+QUALITY = (
+    "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
+    "signature for a fixed budget (--probe-epochs on --probe-fraction of the train set, fixed seed, from "
+    "scratch or --weights) and validates mAP50-95 on the val split. The baseline is probed with two seeds: "
+    "their mean is the reference and their difference the spread (the probe's own noise). mAP loss = "
+    "reference - candidate; a candidate is rejected only when its loss exceeds the allowed loss by more "
+    "than the spread. Probes run lazily (only for a trial fast enough to become the best feasible one) and "
+    "are cached in the storage for every worker and later study on the same dataset."
+)
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        NAME,
+        help="run an Optuna study of trials over the speed knobs and recommend the fastest config",
+        description="Run an Optuna study (TPE sampler) of short, real training trials over workers, batch, imgsz, "
+        "cache, amp, model and freeze, maximising steady-state images/s. Trial 0 is your baseline (--baseline, "
+        "else the trainer's defaults). Trials that end oom, timeout, infeasible or error are recorded with their "
+        "status and reason and count as violating the study's constraint, so the sampler avoids them and they are "
+        "never recommended. Re-running the same command resumes the study and runs only the missing trials; "
+        "a search killed mid-trial continues (the interrupted trial is failed and retried). Trials on one host "
+        "never overlap: a host-wide lock serialises them across searches.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
+    parser.add_argument("--trials", type=integer, default=defaults.TRIALS, help=f"complete trials the study should hold, baseline included (default {defaults.TRIALS})")
+    parser.add_argument("--timeout", type=seconds, default=None, help="stop starting new trials after this many seconds")
+    add_storage(parser)
+    add_study(parser, default_help="<dataset>-<gpu-or-cpu>-<hash of dataset and machine>")
+    parser.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains")
+    parser.add_argument("--fix", action="append", default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
+    parser.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
+    parser.add_argument("--seed", type=integer, default=defaults.SEED, help="sampler seed (default 0)")
+    add_measurement(parser, "--trial-timeout")
+    quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
+    quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
+    quality.add_argument("--quality", default="probe", choices=("probe", "off"), help="off: keep accuracy knobs at the baseline, no probes (default probe)")
+    quality.add_argument("--probe-epochs", type=integer, default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
+    quality.add_argument("--probe-fraction", type=float, default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
+    quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
+    quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
+    parser.add_argument(
+        "--warm-start", default=None, metavar="SOURCE",
+        help="start from another study: a storage URL or an exported .db/.log file, optionally ::STUDY; its best "
+        "configs are adapted to this machine and run right after the baseline, its probes reused if the dataset matches",
+    )
+    parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
+    parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
+    parser.set_defaults(run=run)
+
+    worker = sub.add_parser(
+        "worker",
+        help="join an existing study and run its trials (several workers can share one study)",
+        description="Join a study made by `speedopt search`: data, space, constraint, engine and steps come from the "
+        "study's attrs. Refuses a study made on a different kind of machine (GPU model or count, CPU model or core "
+        "count), since mixing machines in one study corrupts its numbers. Stops when the study holds its target "
+        "number of complete trials.",
+    )
+    add_storage(worker, required=True, what="the study's storage URL (e.g. postgresql://user@host/db)")
+    add_study(worker, required=True)
+    worker.set_defaults(run=run_worker)
+
+
+def config_of(args: argparse.Namespace) -> SearchConfig:
+    """The parsed options as the API's SearchConfig."""
+    return SearchConfig(
+        data=args.data, trials=args.trials, timeout_s=args.timeout, storage=args.storage, study=args.study,
+        space_file=args.space, fix=tuple(args.fix), baseline=args.baseline, steps=args.steps, warmup=args.warmup,
+        seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
+        trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
+        max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
+        weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    quiet_optuna()
+    err = Console(stderr=True)
+    result = speedopt.search(config, view=view_for(err))
+    out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
+    out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()})", highlight=False)
+    _print_quality(out, result)
+    if result.best is None:
+        out.print("no feasible trial measured ok: see the statuses above", highlight=False)
+        return 1
+    rec = speedopt.best(result.study_name, storage=config.storage)
+    best, base = result.best, result.baseline
+    out.print(f"best: trial {best.number}: {knobs_text(best.config)}: {best.images_per_s or 0:.1f} images/s", highlight=False)
+    if result.speedup is not None and base is not None:
+        out.print(
+            f"speedup over the baseline (trial 0, {base.images_per_s or 0:.1f} images/s): {result.speedup:.2f}x, "
+            "both measured in this study", highlight=False,
+        )
+    elif base is not None:
+        out.print(f"baseline ended {base.status.value}: {base.result.message}", highlight=False)
+    where = f" ({rec.where()})" if rec.where() else ""
+    out.print(f"train with{where}:\n  {rec.command()}", highlight=False)
+    out.print("measure it again:\n  " + rec.measure_again(), highlight=False)
+    if not args.no_report:
+        err.print("report: timing one validation pass for the baseline and the recommended config", highlight=False)
+        written = speedopt.report(result.study_name, storage=config.storage, epochs=args.epochs)
+        out.print(f"report: {written.markdown}", highlight=False)
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    quiet_optuna()
+    result = speedopt.worker(args.storage, args.study, view=view_for(Console(stderr=True)))
+    target = result.protocol.trials if result.protocol else result.complete
+    print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()})")
+    return 0
+
+
+def _print_quality(out: Console, result: SearchOutcome) -> None:
+    policy = result.protocol.quality if result.protocol else None
+    if policy is None or not policy.probing:
+        out.print("accuracy: quality off (accuracy knobs fixed at the baseline), no probes", highlight=False)
+        return
+    out.print(
+        f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {policy.epochs} epochs on {policy.fraction:g} of "
+        f"the train set: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
+        f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} rejected",
+        highlight=False,
+    )
+    if not result.probed:
+        return
+    first = result.probed[0]
+    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} (two seeds, spread {first.spread or 0:.4f})", highlight=False)
+    for entry in result.probed:
+        out.print(
+            f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f}: "
+            f"{entry.feasibility.value}",
+            highlight=False,
+        )
+    if (first.baseline_map50_95 or 0.0) < LOW_MAP:
+        out.print(
+            f"  warning: the baseline probe reached only mAP50-95 {first.baseline_map50_95 or 0:.4f}; probes this "
+            "short cannot tell signatures apart. Raise --probe-epochs/--probe-fraction or give --weights.",
+            highlight=False,
+        )

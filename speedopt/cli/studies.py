@@ -1,0 +1,37 @@
+"""`speedopt studies`: list the studies in a storage."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from speedopt import defaults
+from speedopt.cli._options import add_storage, quiet_optuna
+from speedopt.status import Status
+from speedopt.study import list_studies
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("studies", help="list the studies in a storage", description="List studies with trial counts and best measured throughput.")
+    add_storage(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    quiet_optuna()
+    rows = list_studies(args.storage)
+    if not rows:
+        print(f"no studies in {args.storage or defaults.STORAGE_URL}")
+        return 0
+    table = Table("study", "trials", "complete", "ok", "best images/s", "speedup", "data")
+    for r in rows:
+        best = r.outcome.best
+        speed = f"{r.outcome.speedup:.2f}x" if r.outcome.speedup is not None else "-"
+        table.add_row(
+            r.study, str(r.trials), str(r.outcome.complete), str(r.outcome.by_status.get(Status.OK, 0)),
+            f"{best.images_per_s or 0:.1f}" if best else "-", speed, str(r.data),
+        )
+    Console().print(table)
+    return 0

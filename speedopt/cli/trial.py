@@ -1,0 +1,76 @@
+"""`speedopt trial`: measure one short training run of the real trainer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.console import Console
+
+import speedopt
+from speedopt.cli._options import add_measurement, integer, phase_text
+from speedopt.cli._render import trial_table
+from speedopt.knobs import Knobs, parse_bool
+
+NAME = "trial"
+EXIT = """exit status: 0 when the trial ran (status ok), 1 when it ended oom, timeout, infeasible or
+error (the status and message say why), 2 for bad input."""
+
+
+def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        NAME,
+        help="measure ONE short training run of the real trainer with the given knobs",
+        description="Train the real trainer for --warmup + --steps batches in an isolated subprocess and report "
+        "steady-state images/s (measured steps only), step times, the share of time spent waiting for data, "
+        "setup time, peak RAM (with dataloader workers), GPU memory and utilisation, CPU utilisation. "
+        "Defaults are the trainer's own defaults. Nothing is downloaded; run folders go to a temporary "
+        "folder that is removed.",
+        epilog=EXIT,
+    )
+    parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
+    parser.add_argument("--model", default="yolov5s", help="yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml")
+    parser.add_argument("--imgsz", type=integer, default=640, help="train image size, multiple of 32 (default 640)")
+    parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
+    parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
+    parser.add_argument("--cache", default="none", choices=("none", "ram", "disk"), help="image cache (default none)")
+    parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
+    parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
+    add_measurement(parser, "--timeout")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.set_defaults(run=run)
+
+
+def _printer(console: Console) -> Any:
+    """Plain phase lines for a log or a pipe: one per phase, and the last step of each."""
+    state: dict[str, Any] = {"phase": None}
+
+    def plain(update: dict[str, Any]) -> None:
+        if update["phase"] != state["phase"] or update.get("done") == update.get("of"):
+            console.print(f"trial: {phase_text(update)}", highlight=False)
+            state["phase"] = update["phase"]
+
+    return plain
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    knobs = Knobs(
+        model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
+        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze,
+    )
+    options: dict[str, Any] = dict(
+        device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir, steps=args.steps, warmup=args.warmup,
+        timeout_s=args.timeout, ram_limit_gb=args.ram_limit, on_note=lambda note: err.print(f"note: {note}", highlight=False),
+    )
+    if err.is_terminal:
+        with err.status("trial: setup (dataset scan, cache fill, model build)") as status:
+            result = speedopt.trial(args.data, knobs, progress=lambda u: status.update(f"trial: {phase_text(u)}"), **options)
+    else:
+        result = speedopt.trial(args.data, knobs, progress=_printer(err), **options)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        Console().print(trial_table(result))
+    return 0 if result.ok else 1

@@ -1,0 +1,31 @@
+"""Every default of speedopt, defined once: the CLI, the Python API and the study records read them here.
+
+The trainer's own defaults (model, imgsz, batch, workers) live on :class:`speedopt.knobs.Knobs`.
+"""
+
+from __future__ import annotations
+
+#: Measured batches per trial, and warm-up batches before them (not measured).
+STEPS = 20
+WARMUP = 5
+#: Seconds before one speed trial is killed (setup, warm-up and measured steps together).
+TRIAL_TIMEOUT_S = 900.0
+#: Seconds before one quality probe (train for the budget, then validate) is killed.
+PROBE_TIMEOUT_S = 3600.0
+#: Seconds before one timed validation pass (for the report's projection) is killed.
+VALIDATION_TIMEOUT_S = 1800.0
+#: Epochs of the user's full run: the trainer's default; sets the LR schedule and the projection.
+EPOCHS = 100
+#: Complete trials a search aims for, baseline included.
+TRIALS = 20
+SEED = 0
+#: The mAP-loss constraint: allowed loss, probe budget (epochs on a fraction of the train set).
+MAX_MAP_LOSS = "0.01"
+PROBE_EPOCHS = 10
+PROBE_FRACTION = 0.25
+#: Where studies live when no --storage is given (relative to the working directory).
+STORAGE_URL = "sqlite:///studies/speedopt.db"
+#: Where reports are written when no --out is given.
+REPORTS_DIR = "reports"
+#: Headroom cache=ram needs, as Ultralytics' check_cache_ram: the estimate must fit twice into free RAM.
+RAM_CACHE_MARGIN = 1.0

@@ -1,0 +1,53 @@
+"""Measuring: one trial, probe or validation pass, isolated in its own process.
+
+:func:`prepare` checks a trial and decides how it runs here; :func:`run_trial` measures it through
+:func:`run_job`, the one job runner (host lock, child process, timeout, status). The child side is
+:mod:`speedopt.measure._child`; the step clock and telemetry run inside it.
+"""
+
+from speedopt.measure._checks import (
+    adjust_to_device,
+    check_protocol,
+    checkout_path,
+    installed_engine,
+    ram_available,
+    ram_cache_need,
+    ram_cache_refusal,
+    ram_limit_bytes,
+)
+from speedopt.measure._clock import StepClock, StepStats
+from speedopt.measure._hostlock import lock_path, measuring
+from speedopt.measure._jobs import Job, JobOutcome, ProbeJob, ValidateJob, ValidationTime
+from speedopt.measure._request import TrialRequest, prepare
+from speedopt.measure._result import TrialResult
+from speedopt.measure._run import run_trial, unmeasured
+from speedopt.measure._runner import Progress, run_job
+from speedopt.measure._telemetry import Sampler
+
+__all__ = [
+    "Job",
+    "JobOutcome",
+    "ProbeJob",
+    "Progress",
+    "Sampler",
+    "StepClock",
+    "StepStats",
+    "TrialRequest",
+    "TrialResult",
+    "ValidateJob",
+    "ValidationTime",
+    "adjust_to_device",
+    "check_protocol",
+    "checkout_path",
+    "installed_engine",
+    "lock_path",
+    "measuring",
+    "prepare",
+    "ram_available",
+    "ram_cache_need",
+    "ram_cache_refusal",
+    "ram_limit_bytes",
+    "run_job",
+    "run_trial",
+    "unmeasured",
+]

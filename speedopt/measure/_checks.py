@@ -1,0 +1,89 @@
+"""Input checks shared by one trial (:func:`prepare`) and a whole search (:func:`speedopt.study.plan`).
+
+Each raises :class:`~speedopt.errors.UsageError` with one line naming the bad value and the fix, so
+bad input never reaches a child process or a storage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import psutil
+
+from speedopt import defaults, engines
+from speedopt.data import Dataset, estimate_ram_cache_bytes
+from speedopt.engines import Engine
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs, value_text
+
+
+def check_protocol(steps: int, warmup: int, timeout_s: float, timeout_flag: str = "--timeout") -> None:
+    """Measured steps, warm-up batches and the per-trial timeout."""
+    if steps < 2:
+        raise UsageError(f"--steps must be at least 2 (measured steps), got {steps}")
+    if warmup < 1:
+        raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
+    if timeout_s <= 0:
+        raise UsageError(f"{timeout_flag} must be positive seconds, got {timeout_s:g}")
+
+
+def installed_engine(name: str, yolov5_dir: str | None) -> Engine:
+    """The engine called ``name``, with its trainer installed (else one line saying how to install it)."""
+    engine = engines.get(name, yolov5_dir=yolov5_dir)
+    if engine.version() is None:
+        raise UsageError(f"the {name} trainer is not installed; {engine.install_hint or f'pip install {name}'}")
+    return engine
+
+
+def checkout_path(yolov5_dir: str | None) -> str | None:
+    """The classic engine's checkout as an absolute path (None: the yolov5 package)."""
+    return str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None
+
+
+def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, list[str]]:
+    """The knobs as they can run on ``device`` with this trainer, and one note per change.
+
+    Knobs the trainer has no switch for take the value it always runs; AMP needs CUDA.
+    """
+    notes = []
+    for knob, (value, why) in engine.fixed_knobs(device).items():
+        knobs = dataclasses.replace(knobs, **{knob: value})
+        notes.append(f"{knob}={value_text(value)}: {why}")
+    if knobs.amp and device == "cpu":
+        knobs = dataclasses.replace(knobs, amp=False)
+        notes.append("amp=off: AMP needs CUDA and this runs on the CPU")
+    return knobs, notes
+
+
+def ram_limit_bytes(gib: float | None) -> int | None:
+    """``--ram-limit`` in bytes (None: what is free)."""
+    if gib is None:
+        return None
+    if gib <= 0:
+        raise UsageError(f"--ram-limit must be positive GiB, got {gib:g}")
+    return int(gib * 2**30)
+
+
+def ram_available(limit_bytes: int | None) -> int:
+    """RAM a RAM cache may assume: what is free now, capped by ``--ram-limit``."""
+    free = int(psutil.virtual_memory().available)
+    return min(free, limit_bytes) if limit_bytes else free
+
+
+def ram_cache_need(ds: Dataset, imgsz: int) -> int:
+    """Bytes cache=ram needs for the whole train split at imgsz, with the trainer's margin."""
+    return int(estimate_ram_cache_bytes(ds.train_images, imgsz) * (1 + defaults.RAM_CACHE_MARGIN))
+
+
+def ram_cache_refusal(ds: Dataset, imgsz: int, limit_bytes: int | None) -> str | None:
+    """Why cache=ram cannot run at imgsz here (None when it fits)."""
+    need, free = ram_cache_need(ds, imgsz), ram_available(limit_bytes)
+    if need <= free:
+        return None
+    return (
+        f"cache=ram needs about {need / 2**30:.1f} GiB for {len(ds.train_images)} images at imgsz={imgsz} "
+        f"(estimate from 30 sampled images, with the trainer's 100% margin) "
+        f"but only {free / 2**30:.1f} GiB is available"
+        + (" (--ram-limit)" if limit_bytes is not None and free == limit_bytes else "")
+    )

@@ -1,0 +1,129 @@
+"""The one child entry point: ``python -m speedopt.measure._child WORKDIR``.
+
+Reads the job from ``WORKDIR/request.json``, dies with its parent, refuses the network, runs the job
+through its engine, and writes ``result.json`` whatever happens: every exception becomes a status
+through :func:`speedopt.status.status_of`, here and only here. Progress goes to ``progress.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from speedopt import engines
+from speedopt.engines import Engine, ProbeRun, TrainRun
+from speedopt.measure._clock import StepClock
+from speedopt.measure._jobs import Job, ProbeJob, ValidateJob, job_from_json
+from speedopt.measure._request import TrialRequest
+from speedopt.measure._runner import write_json
+from speedopt.measure._telemetry import Sampler
+from speedopt.offline import forbid_network
+from speedopt.status import Status, status_of
+
+Publish = Callable[..., None]
+
+
+def main(argv: list[str]) -> int:
+    workdir = Path(argv[0])
+    _die_with_parent()
+    blocked: list[str] = []
+    forbid_network(blocked)
+    job = job_from_json((workdir / "request.json").read_text())
+
+    def publish(**state: Any) -> None:
+        write_json(workdir / "progress.json", state)
+
+    publish(phase="setup")
+    figures: dict[str, Any] = {}
+    try:
+        engine = engines.get(job.engine, yolov5_dir=job.yolov5_dir)
+        engine.prepare(Path(job.cache_dir))
+        status, message = Status.OK, execute(job, engine, workdir, figures, publish)
+    except BaseException as exc:  # every failure becomes a status, never a crash
+        status, message = status_of(exc)
+    result = {"status": status.value, "message": message, "figures": figures, "network_blocked": blocked}
+    write_json(workdir / "result.json", result)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # at once: trainer threads and loader workers have nothing left to say
+
+
+def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], publish: Publish) -> str:
+    """Run one job; fills ``figures`` as it goes (so a failure keeps what was measured); returns the message."""
+    if isinstance(job, TrialRequest):
+        return _trial(job, engine, workdir, figures, publish)
+    if isinstance(job, ValidateJob):
+        run = ProbeRun(job.data_yaml, job.knobs, job.device, 1, 1.0, 0, workdir, job.weights)
+        seconds, images = engine.time_validation(run)
+        figures.update(val_s=seconds, val_images=images)
+        return f"validated {images} images"
+    assert isinstance(job, ProbeJob)
+    probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights)
+    scores = engine.probe(probe, lambda done, of: publish(phase="epoch", done=done, of=of))
+    figures.update(map50=scores.map50, map50_95=scores.map50_95, images=scores.images)
+    return f"trained {probe.epochs} epochs on {scores.images} images"
+
+
+def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, Any], publish: Publish) -> str:
+    """Train through the engine with telemetry running; the figures of a TrialResult."""
+    gpu = None if job.device == "cpu" else int(job.device.split(",")[0])
+    sampler = Sampler(gpu_index=gpu).start()
+    clock = StepClock(job.warmup, job.steps, progress=lambda phase, done, of: publish(phase=phase, done=done, of=of))
+    started = time.perf_counter()
+    run = TrainRun(job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed)
+    try:
+        report = engine.train(run, clock)
+        stats = clock.stats()
+    finally:
+        sampler.stop()
+        figures["peak_ram_mb"] = sampler.peak_ram_mb
+    cpu, gpu_util = sampler.means(stats.window)
+    figures.update(
+        config=report.knobs.to_dict(),
+        notes=list(report.notes),
+        images_per_s=stats.images_per_s,
+        step_s_median=stats.step_s_median,
+        step_s_p90=stats.step_s_p90,
+        data_wait_fraction=stats.data_wait_fraction,
+        setup_s=(clock.first_batch_at or started) - started,
+        measured_s=stats.measured_s,
+        peak_gpu_mem_mb=_peak_gpu_mb(job.device),
+        gpu_util_mean=gpu_util,
+        cpu_util_mean=cpu,
+        images_used=report.images_used,
+        train_build_s=report.train_build_s,
+        val_build_s=report.val_build_s,
+        val_images=report.val_images,
+    )
+    return f"measured {job.steps} steps after {job.warmup} warm-up steps"
+
+
+def _peak_gpu_mb(device: str) -> float | None:
+    if device == "cpu":
+        return None
+    import torch
+
+    return float(torch.cuda.max_memory_reserved(int(device.split(",")[0]))) / 2**20
+
+
+def _die_with_parent() -> None:
+    """Kill this process group when the parent goes (even by SIGKILL): no trial outlives its search."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="speedopt-parent-watch", daemon=True).start()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,119 @@
+"""The work speedopt runs in a child process, as typed records, and how each one ended.
+
+Three kinds, one shape: a speed trial (:class:`~speedopt.measure.TrialRequest`), a quality probe
+(:class:`ProbeJob`: train one accuracy signature for a fixed budget, validate) and a timed validation
+pass (:class:`ValidateJob`, for the report's projection). Each crosses into the child as JSON and
+comes back as a :class:`JobOutcome` whose status is one of the closed set in :mod:`speedopt.status`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeAlias
+
+from speedopt import defaults
+from speedopt.engines import ProbeScores
+from speedopt.knobs import Knobs
+from speedopt.measure._request import TrialRequest
+from speedopt.status import Status
+
+
+@dataclass(frozen=True)
+class _EngineJob:
+    """What a probe and a validation pass share: the engine, the data, the knobs, the device."""
+
+    engine: str
+    yolov5_dir: str | None
+    data_yaml: str
+    knobs: Knobs
+    device: str
+    timeout_s: float
+    cache_dir: str
+    weights: str | None = None  # a local checkpoint to start from (None: from scratch)
+
+
+@dataclass(frozen=True)
+class ProbeJob(_EngineJob):
+    """Train one accuracy signature for ``epochs`` on ``fraction`` of the train set, then validate."""
+
+    kind: ClassVar[str] = "probe"
+    timeout_flag: ClassVar[str] = "--probe-timeout"
+
+    epochs: int = defaults.PROBE_EPOCHS
+    fraction: float = defaults.PROBE_FRACTION
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ValidateJob(_EngineJob):
+    """Time one validation pass on the val split, as the trainer runs it at each epoch's end."""
+
+    kind: ClassVar[str] = "validate"
+    timeout_flag: ClassVar[str] = "the validation timeout"
+
+
+Job: TypeAlias = TrialRequest | ProbeJob | ValidateJob
+_KINDS: dict[str, type[TrialRequest] | type[ProbeJob] | type[ValidateJob]] = {
+    cls.kind: cls for cls in (TrialRequest, ProbeJob, ValidateJob)
+}
+
+
+def job_to_json(job: Job) -> str:
+    """The job as the child reads it."""
+    return json.dumps({"kind": job.kind, **dataclasses.asdict(job)})
+
+
+def job_from_json(text: str) -> Job:
+    """Inverse of :func:`job_to_json`."""
+    data = json.loads(text)
+    cls = _KINDS[data.pop("kind")]
+    for key in ("knobs", "requested"):
+        if key in data:
+            data[key] = Knobs.from_dict(data[key])
+    if "notes" in data:
+        data["notes"] = tuple(data["notes"])
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class ValidationTime:
+    """One validation pass, timed: seconds and the images it validated."""
+
+    seconds: float
+    images: int
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a job ended (one of the closed statuses, with a one-line message) and what it measured.
+
+    ``figures`` is what the job itself wrote (empty when the process died first); the typed views
+    :meth:`scores` and :meth:`validation` read it for probes and validation passes.
+    """
+
+    status: Status
+    message: str
+    figures: dict[str, Any]
+    wall_s: float
+    log_tail: str
+    network_blocked: tuple[str, ...]
+    started_at: float  # epoch seconds: the host lock was held from here
+    ended_at: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def scores(self) -> ProbeScores | None:
+        """A probe's validation accuracy (None unless it ended ok)."""
+        if not self.ok:
+            return None
+        return ProbeScores(self.figures["map50"], self.figures["map50_95"], self.figures["images"])
+
+    def validation(self) -> ValidationTime | None:
+        """A validation pass's time (None unless it ended ok)."""
+        if not self.ok:
+            return None
+        return ValidationTime(self.figures["val_s"], self.figures["val_images"])

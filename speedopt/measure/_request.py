@@ -1,0 +1,95 @@
+"""One trial, checked and decided before anything runs: :func:`prepare` -> :class:`TrialRequest`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+from speedopt import defaults, machine
+from speedopt import knobs as knobs_mod
+from speedopt.data import load
+from speedopt.knobs import Knobs
+from speedopt.measure._checks import (
+    adjust_to_device,
+    check_protocol,
+    checkout_path,
+    installed_engine,
+    ram_cache_refusal,
+)
+from speedopt.offline import cache_dir
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    """A checked, ready-to-run speed trial: the job that crosses into the child process as JSON."""
+
+    kind: ClassVar[str] = "trial"
+    timeout_flag: ClassVar[str] = "--timeout"
+
+    data_yaml: str
+    knobs: Knobs  # as they will run (normalised, adjusted to this machine)
+    requested: Knobs  # as the user asked
+    device: str
+    engine: str = "ultralytics"
+    yolov5_dir: str | None = None  # the classic engine's checkout (absolute); None: the yolov5 package
+    steps: int = defaults.STEPS
+    warmup: int = defaults.WARMUP
+    timeout_s: float = defaults.TRIAL_TIMEOUT_S
+    epochs: int = defaults.EPOCHS
+    images: int = 0  # train images the trial uses
+    images_total: int = 0
+    seed: int = defaults.SEED
+    cache_dir: str = ""
+    notes: tuple[str, ...] = ()
+    infeasible: str | None = None  # reason, when the request must not run at all
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+
+def prepare(
+    data: str,
+    requested: Knobs,
+    device: str | None = None,
+    engine: str = "ultralytics",
+    steps: int = defaults.STEPS,
+    warmup: int = defaults.WARMUP,
+    timeout_s: float = defaults.TRIAL_TIMEOUT_S,
+    epochs: int = defaults.EPOCHS,
+    seed: int = defaults.SEED,
+    ram_limit_bytes: int | None = None,
+    yolov5_dir: str | None = None,
+) -> TrialRequest:
+    """Check every input (raising UsageError) and decide how the trial runs on this machine."""
+    check_protocol(steps, warmup, timeout_s)
+    eng = installed_engine(engine, yolov5_dir)
+    ds = load(data)
+    knobs, notes = knobs_mod.validate(requested)
+    dev = machine.parse_device(device)
+    knobs, adjusted = adjust_to_device(knobs, eng, dev)
+    notes += adjusted
+    total = len(ds.train_images)
+    images = min(total, (warmup + steps) * knobs.batch)
+    if images < total:
+        notes.append(f"trains on {images} of {total} images: enough for {warmup}+{steps} batches of {knobs.batch}")
+    infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes) if knobs.cache == "ram" else None
+    return TrialRequest(
+        data_yaml=str(ds.yaml_path),
+        knobs=knobs,
+        requested=requested,
+        device=dev,
+        engine=engine,
+        yolov5_dir=checkout_path(yolov5_dir),
+        steps=steps,
+        warmup=warmup,
+        timeout_s=timeout_s,
+        epochs=epochs,
+        images=images,
+        images_total=total,
+        seed=seed,
+        cache_dir=str(cache_dir()),
+        notes=tuple(notes),
+        infeasible=infeasible,
+    )

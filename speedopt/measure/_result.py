@@ -1,0 +1,74 @@
+"""What one trial measured: the record that crosses from the trial to the study, the report and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from speedopt.knobs import Knobs
+from speedopt.status import Status
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial's outcome and measurements; ``None`` where a figure was not measured."""
+
+    status: Status
+    message: str
+    config: Knobs  # as run: every knob read back from the trainer
+    requested: Knobs  # as asked
+    device: str
+    engine: str
+    engine_version: str | None = None
+    notes: tuple[str, ...] = ()
+    images_per_s: float | None = None
+    step_s_median: float | None = None
+    step_s_p90: float | None = None
+    data_wait_fraction: float | None = None
+    setup_s: float | None = None
+    measured_s: float | None = None
+    wall_s: float | None = None
+    peak_ram_mb: float | None = None
+    peak_gpu_mem_mb: float | None = None
+    gpu_util_mean: float | None = None
+    cpu_util_mean: float | None = None
+    steps: int | None = None
+    warmup: int | None = None
+    images_used: int | None = None
+    images_total: int | None = None
+    train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
+    val_build_s: float | None = None
+    val_images: int | None = None
+    network_blocked: tuple[str, ...] = ()
+    measure_started_at: float | None = None  # epoch seconds: the measurement held the host lock from here
+    measure_ended_at: float | None = None
+    log_tail: str = field(default="", repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Measured: the trial ran its steps and has a throughput."""
+        return self.status is Status.OK and self.images_per_s is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the ``--json`` output and the trial's stored attrs)."""
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        data["config"] = self.config.to_dict()
+        data["requested"] = self.requested.to_dict()
+        data["notes"] = list(self.notes)
+        data["network_blocked"] = list(self.network_blocked)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
+        """Inverse of :meth:`to_dict`; keys it does not know are ignored (study attrs hold more), and a
+        record that names only status and config (another tool's study) reads with empty text fields."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {"message": "", "device": "", "engine": "", **{k: v for k, v in data.items() if k in known}}
+        values["status"] = Status(values["status"])
+        values["config"] = Knobs.from_dict(data["config"])
+        values["requested"] = Knobs.from_dict(data.get("requested") or data["config"])
+        values["notes"] = tuple(values.get("notes", ()))
+        values["network_blocked"] = tuple(values.get("network_blocked", ()))
+        return cls(**values)

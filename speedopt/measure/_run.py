@@ -1,0 +1,83 @@
+"""Measure one prepared trial: through the job runner, leaving the user's dataset as it was.
+
+The trainer reads an existing ``.npy`` beside an image in *every* cache mode, so disk-cache files a
+``cache=disk`` trial adds would speed up later trials unfairly: they are removed afterwards (files the
+user already had are never touched).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from speedopt import engines
+from speedopt.data import load
+from speedopt.knobs import Knobs
+from speedopt.measure._jobs import JobOutcome
+from speedopt.measure._request import TrialRequest
+from speedopt.measure._result import TrialResult
+from speedopt.measure._runner import Progress, run_job
+from speedopt.status import Status
+
+
+def run_trial(
+    request: TrialRequest,
+    progress: Progress | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    owner: str = "speedopt trial",
+) -> TrialResult:
+    """Measure the request in its own process under the host lock; always returns a result."""
+    if request.infeasible:
+        return unmeasured(request, Status.INFEASIBLE, request.infeasible)
+    npy_before = _npy_files(request) if request.knobs.cache == "disk" else set()
+    try:
+        outcome = run_job(request, owner, progress, on_wait)
+    finally:
+        if request.knobs.cache == "disk":
+            for leftover in _npy_files(request) - npy_before:
+                leftover.unlink(missing_ok=True)
+    return _result(request, outcome)
+
+
+def unmeasured(request: TrialRequest, status: Status, message: str) -> TrialResult:
+    """The result of a trial that never ran (rejected before measuring)."""
+    return TrialResult(
+        status=status,
+        message=message,
+        config=request.knobs,
+        requested=request.requested,
+        device=request.device,
+        engine=request.engine,
+        engine_version=engines.get(request.engine, yolov5_dir=request.yolov5_dir).version(),
+        notes=request.notes,
+        steps=request.steps,
+        warmup=request.warmup,
+        images_total=request.images_total,
+    )
+
+
+def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
+    figures: dict[str, Any] = dict(outcome.figures)
+    config = Knobs.from_dict(figures.pop("config")) if "config" in figures else request.knobs
+    notes = request.notes + tuple(figures.pop("notes", ()))
+    base = unmeasured(request, outcome.status, outcome.message)
+    return dataclasses.replace(
+        base,
+        **figures,
+        config=config,
+        notes=notes,
+        wall_s=outcome.wall_s,
+        network_blocked=outcome.network_blocked,
+        measure_started_at=outcome.started_at,
+        measure_ended_at=outcome.ended_at,
+        log_tail="" if outcome.ok else outcome.log_tail,
+    )
+
+
+def _npy_files(request: TrialRequest) -> set[Path]:
+    """Disk-cache files beside the images this trial uses (the trainer caches the val split too)."""
+    ds = load(request.data_yaml)
+    images = ds.train_images[: request.images] + ds.val_images
+    return {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}

@@ -1,0 +1,170 @@
+"""The one job runner: every trial, probe and validation pass runs through :func:`run_job`.
+
+It takes the host lock, starts the one child entry point (``python -m speedopt.measure._child``) in
+a private temporary folder and its own session, polls its progress, kills the whole process group
+on timeout or interrupt, and maps every way the child can end to a :class:`~speedopt.status.Status`
+in one place (:func:`_ending`): the child's own result, a timeout, a SIGKILL (the kernel's
+out-of-memory killer), another signal, an exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speedopt import engines
+from speedopt.measure._hostlock import measuring
+from speedopt.measure._jobs import Job, JobOutcome, job_to_json
+from speedopt.status import Status
+
+CHILD = "speedopt.measure._child"
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class _Exit:
+    """What the parent saw of the child process."""
+
+    result: dict[str, Any] | None  # what the child wrote, if it finished writing
+    timed_out: bool
+    returncode: int | None
+    log_tail: str
+    wall_s: float
+    last_progress: dict[str, Any] | None
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON file written atomically by the other side, or None if absent or unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def run_job(
+    job: Job,
+    owner: str,
+    progress: Progress | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> JobOutcome:
+    """Run ``job`` in its own process under the host lock; always returns how it ended.
+
+    ``owner`` names the holder of the host lock for whoever waits on it (a study name);
+    ``progress`` gets the child's progress dicts (``phase``, ``done``, ``of``) as they change.
+    """
+    env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
+    with measuring(owner, on_wait=on_wait):
+        started_at = time.time()
+        seen = _run_child(job_to_json(job), env, job.timeout_s, progress)
+        ended_at = time.time()
+    status, message = _ending(seen, job)
+    result = seen.result or {}
+    return JobOutcome(
+        status=status,
+        message=message,
+        figures=dict(result.get("figures") or {}),
+        wall_s=seen.wall_s,
+        log_tail=seen.log_tail,
+        network_blocked=tuple(result.get("network_blocked") or ()),
+        started_at=started_at,
+        ended_at=ended_at,
+    )
+
+
+def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:
+    """Every way a child can end, as one status and a one-line message."""
+    if seen.timed_out:
+        state = seen.last_progress or {"phase": "setup"}
+        where = str(state.get("phase")) + (f" {state['done']}/{state['of']}" if "done" in state else "")
+        return Status.TIMEOUT, f"{job.kind} exceeded {job.timeout_flag} {job.timeout_s:g} s during {where}"
+    if seen.result is not None:
+        return Status(seen.result["status"]), str(seen.result["message"])
+    if seen.returncode == -signal.SIGKILL:
+        return Status.OOM, "killed by SIGKILL without a result, most likely by the kernel's out-of-memory killer"
+    last = seen.log_tail.splitlines()[-1] if seen.log_tail else "no output"
+    if seen.returncode is not None and seen.returncode < 0:
+        return Status.ERROR, f"process killed by {signal.Signals(-seen.returncode).name}: {last}"
+    return Status.ERROR, f"process exited with code {seen.returncode}: {last}"
+
+
+def _run_child(request: str, env: dict[str, str], timeout_s: float, progress: Progress | None) -> _Exit:
+    """Run the child entry point on ``request`` (JSON) and collect how it ended; its folder is removed."""
+    workdir = Path(tempfile.mkdtemp(prefix="speedopt-"))
+    started = time.monotonic()
+    try:
+        (workdir / "request.json").write_text(request)
+        with open(workdir / "child.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", CHILD, str(workdir)],
+                cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a timeout kills its workers too
+            )
+        try:
+            timed_out = _wait(proc, workdir, timeout_s, progress)
+        finally:
+            _kill_group(proc)  # on timeout, interrupt, or workers that outlived the child
+        return _Exit(
+            result=None if timed_out else read_json(workdir / "result.json"),
+            timed_out=timed_out,
+            returncode=proc.returncode,
+            log_tail=_log_tail(workdir / "child.log"),
+            wall_s=time.monotonic() - started,
+            last_progress=read_json(workdir / "progress.json"),
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen[bytes], workdir: Path, timeout_s: float, progress: Progress | None) -> bool:
+    """Poll until the child exits (False) or the timeout passes (True), forwarding progress."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            return True
+        if progress:
+            state = read_json(workdir / "progress.json")
+            if state and state != last:
+                progress(state)
+                last = state
+        time.sleep(0.2)
+    return False
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=10)
+
+
+def _log_tail(log: Path, lines: int = 15) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]  # keep a progress bar's final state
+    return "\n".join([r for r in rows if r][-lines:])

@@ -1,0 +1,46 @@
+"""Quality: the mAP-loss constraint that keeps a faster config from costing accuracy.
+
+:class:`Policy` says how accuracy is judged; :class:`Judge` probes signatures lazily through the
+:class:`ProbeCache` in the storage and returns a :class:`Verdict` per trial.
+"""
+
+from speedopt.quality._cache import CACHE_STUDY, ProbeCache, ProbeResult, cache_entries, cache_key, merge_cache
+from speedopt.quality._judge import Judge, ProbeTarget, Reference, Verdict, not_measured
+from speedopt.quality._policy import (
+    ACCURACY_KNOBS,
+    BASELINE_SEEDS,
+    LOW_MAP,
+    Feasibility,
+    MaxLoss,
+    Policy,
+    check_weights,
+    make_policy,
+    parse_max_loss,
+    signature,
+    signature_text,
+)
+
+__all__ = [
+    "ACCURACY_KNOBS",
+    "BASELINE_SEEDS",
+    "CACHE_STUDY",
+    "LOW_MAP",
+    "Feasibility",
+    "Judge",
+    "MaxLoss",
+    "Policy",
+    "ProbeCache",
+    "ProbeResult",
+    "ProbeTarget",
+    "Reference",
+    "Verdict",
+    "cache_entries",
+    "cache_key",
+    "merge_cache",
+    "check_weights",
+    "make_policy",
+    "not_measured",
+    "parse_max_loss",
+    "signature",
+    "signature_text",
+]

@@ -1,0 +1,151 @@
+"""How accuracy is judged in a study: the accuracy signature, the allowed mAP loss, the probe budget.
+
+Only some knobs can change the trained model: its *accuracy signature* (model, imgsz, freeze, batch,
+amp). Workers and cache never change it and never trigger a probe.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from speedopt import defaults
+from speedopt.data import Dataset, label_path
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+
+ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp")
+BASELINE_SEEDS = (0, 1)
+LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
+
+
+class Feasibility(str, enum.Enum):
+    """What the mAP-loss constraint decided for a trial."""
+
+    FEASIBLE = "feasible"  # accuracy kept (probed within the allowed loss, or the baseline's own signature)
+    REJECTED = "rejected"  # probed, and the loss exceeds the allowed loss by more than the probe's spread
+    UNPROBED = "unprobed"  # measured ok but never judged: it could not have been the best feasible trial
+    NOT_MEASURED = "not measured"  # the trial did not end ok: there is nothing to judge
+
+
+def signature(knobs: Knobs) -> dict[str, Any]:
+    """The knob values that can change the trained model."""
+    values = knobs.to_dict()
+    return {k: values[k] for k in ACCURACY_KNOBS}
+
+
+def signature_text(sig: dict[str, Any]) -> str:
+    """A signature in one line: model imgsz batch amp freeze."""
+    amp = "on" if sig["amp"] else "off"
+    return f"{sig['model']} {sig['imgsz']}px b{sig['batch']} amp={amp} freeze={sig['freeze']}"
+
+
+@dataclass(frozen=True)
+class MaxLoss:
+    """The allowed mAP50-95 loss: absolute (0.01) or relative to the baseline (2%)."""
+
+    value: float
+    relative: bool = False
+
+    def allowed(self, reference: float) -> float:
+        return self.value * reference if self.relative else self.value
+
+    def __str__(self) -> str:
+        return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
+
+
+def parse_max_loss(text: str) -> MaxLoss:
+    """``0.01`` (absolute mAP50-95) or ``2%`` (relative to the baseline's)."""
+    raw = text.strip()
+    relative = raw.endswith("%")
+    try:
+        value = float(raw.removesuffix("%"))
+    except ValueError:
+        raise UsageError(f"--max-map-loss must be a number like 0.01 or a percentage like 2%, got {text!r}") from None
+    if value < 0 or value != value:
+        raise UsageError(f"--max-map-loss must not be negative, got {text!r}")
+    return MaxLoss(value / 100 if relative else value, relative)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How accuracy is judged in a study; stored in its attrs so workers judge alike."""
+
+    mode: str = "probe"  # probe | off
+    max_loss: str = defaults.MAX_MAP_LOSS
+    epochs: int = defaults.PROBE_EPOCHS
+    fraction: float = defaults.PROBE_FRACTION
+    weights: str | None = None
+    weights_id: str | None = None
+    timeout_s: float = defaults.PROBE_TIMEOUT_S
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Policy:
+        return cls(**data)
+
+    @property
+    def probing(self) -> bool:
+        return self.mode == "probe"
+
+    @property
+    def limit(self) -> MaxLoss:
+        return parse_max_loss(self.max_loss)
+
+
+def _weights_id(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def check_weights(text: str) -> tuple[str, str]:
+    """A local YOLO checkpoint: (absolute path, content hash). Raises UsageError otherwise."""
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--weights file not found: {text}; give a local .pt checkpoint (speedopt never downloads)")
+    try:
+        import torch
+
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception:
+        ckpt = None
+    if not isinstance(ckpt, dict) or not ({"model", "ema"} & set(ckpt)):
+        raise UsageError(f"--weights {text} is not a YOLO checkpoint (a torch file with a 'model' entry)")
+    return str(path.resolve()), _weights_id(path)
+
+
+def make_policy(
+    mode: str,
+    max_loss: str,
+    epochs: int,
+    fraction: float,
+    weights: str | None,
+    ds: Dataset,
+    timeout_s: float = defaults.PROBE_TIMEOUT_S,
+) -> Policy:
+    """Check the quality options against the dataset; raises UsageError with one line."""
+    if mode not in ("probe", "off"):
+        raise UsageError(f"--quality must be probe or off, got {mode!r}")
+    parse_max_loss(max_loss)
+    if mode == "off":
+        return Policy(mode="off", max_loss=max_loss)
+    if epochs < 1:
+        raise UsageError(f"--probe-epochs must be at least 1, got {epochs}")
+    if not 0 < fraction <= 1:
+        raise UsageError(f"--probe-fraction must be in (0, 1], got {fraction}")
+    if timeout_s <= 0:
+        raise UsageError(f"--probe-timeout must be positive seconds, got {timeout_s:g}")
+    if not ds.val_images:
+        raise UsageError("the val split is empty; quality probes validate on it (add val images or use --quality off)")
+    if not any(label_path(p).is_file() and label_path(p).stat().st_size for p in ds.val_images):
+        raise UsageError("the val split has no labels; quality probes need labelled val images (or use --quality off)")
+    path, wid = check_weights(weights) if weights else (None, None)
+    return Policy(mode="probe", max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s)

@@ -1,0 +1,28 @@
+"""Reporting: what a study found, for people (markdown, figures, CSV, the dashboard) and scripts.
+
+:func:`build` writes the report; :func:`recommend` gives the best trial as commands in the study's
+dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs optuna-dashboard.
+"""
+
+from speedopt.reporting._bottleneck import Diagnosis, diagnose
+from speedopt.reporting._dashboard import feasible_best, serve
+from speedopt.reporting._gather import trial_table, write_csv
+from speedopt.reporting._markdown import Written, build
+from speedopt.reporting._projection import Projection, project, validation_time
+from speedopt.reporting._recommend import Recommendation, recommend
+
+__all__ = [
+    "Diagnosis",
+    "Projection",
+    "Recommendation",
+    "Written",
+    "build",
+    "diagnose",
+    "feasible_best",
+    "project",
+    "recommend",
+    "serve",
+    "trial_table",
+    "validation_time",
+    "write_csv",
+]

@@ -1,0 +1,311 @@
+"""The study's report: a markdown file a person can act on, with PNG figures and the trial table beside it.
+
+Every figure in it is read from the study (its records and trial table) or measured for it (one timed
+validation pass per projected config); projections are labelled as estimates with their inputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from speedopt.errors import UsageError
+from speedopt.knobs import knobs_text
+from speedopt.measure import ValidationTime
+from speedopt.reporting import _figures as figures
+from speedopt.reporting._bottleneck import diagnose
+from speedopt.reporting._gather import rows, trial_table, write_csv
+from speedopt.reporting._projection import Projection, project, validation_time
+from speedopt.reporting._recommend import Recommendation, recommend
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome, records
+
+if TYPE_CHECKING:
+    import optuna
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a report wrote: the markdown, its figures, the trial table."""
+
+    markdown: Path
+    figures: tuple[Path, ...]
+    csv: Path
+
+
+def _f(value: Any, digits: int = 1, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}{unit}"
+    return f"{value}{unit}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{100 * value:.1f}%"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    h, rest = divmod(round(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
+
+
+def _machine_and_dataset(p: StudyProtocol, result: SearchOutcome, done: list[TrialRecord]) -> list[str]:
+    m, ds = p.machine, p.dataset
+    starts = [r.started for r in done if r.started]
+    ends = [r.completed for r in done if r.completed]
+    busy = sum((r.completed - r.started).total_seconds() for r in done if r.started and r.completed)
+    gpus = ", ".join(f"{g.name} ({g.memory_mb} MB)" for g in m.gpus) or "none"
+    return [
+        "## 1. Machine and dataset",
+        "",
+        f"- Machine: {m.key.cpu_model}, {m.key.cpu_cores} cores, {m.ram_total_gb} GB RAM; GPUs: {gpus}; "
+        f"driver {m.driver or '-'}, CUDA {m.cuda_driver or '-'}; host {m.hostname}",
+        f"- Dataset: `{p.data}`: {ds.train_images} train / {ds.val_images} val images, {ds.classes} classes, "
+        f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id})",
+        f"- Engine: {p.engine} {p.engine_version} on device `{p.device}`; speedopt {p.speedopt_version}",
+        f"- Trials: {result.complete} complete ({result.counts_text()}), {p.warmup} warm-up + {p.steps} measured "
+        f"batches each; from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
+        f"{_duration(busy)} of trials and probes",
+        "",
+    ]
+
+
+def _side_by_side(base: TrialRecord | None, best: TrialRecord | None, result: SearchOutcome) -> list[str]:
+    lines = ["## 2. Baseline vs recommended", "", "| | baseline | recommended |", "|---|---|---|"]
+
+    def row(label: str, get: Callable[[TrialRecord], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(get(c) if c else "-" for c in (base, best)) + " |")
+
+    reference = result.reference_map50_95
+
+    def accuracy(c: TrialRecord) -> str:
+        if c.probe_map50_95 is not None:
+            return _f(c.probe_map50_95, 4)
+        if c.map_loss == 0.0:
+            return f"{reference:.4f} (baseline reference, mean of two seeds)" if reference is not None else "baseline signature, not probed"
+        return "not probed"
+
+    row("trial", lambda c: str(c.number))
+    row("config", lambda c: knobs_text(c.config))
+    row("status", lambda c: c.status.value)
+    row("images/s", lambda c: _f(c.images_per_s, 2))
+    lines.append(f"| speedup | 1.00x | {result.speedup:.2f}x |" if result.speedup else "| speedup | - | - |")
+    row("step time median / p90 (s)", lambda c: f"{_f(c.result.step_s_median, 3)} / {_f(c.result.step_s_p90, 3)}")
+    row("waiting for data", lambda c: _pct(c.result.data_wait_fraction))
+    row("GPU utilisation", lambda c: _f(c.result.gpu_util_mean, 0, "%"))
+    row("CPU utilisation (all cores)", lambda c: _f(c.result.cpu_util_mean, 0, "%"))
+    row("peak RAM, with workers (MB)", lambda c: _f(c.result.peak_ram_mb, 0))
+    row("peak GPU memory (MB)", lambda c: _f(c.result.peak_gpu_mem_mb, 0))
+    row("mAP50-95 (probe)", accuracy)
+    row("mAP loss vs baseline", lambda c: _f(c.map_loss, 4) if c.map_loss is not None else "not probed")
+    lines.append("")
+    if best is None:
+        lines += ["No trial was both measured ok and judged feasible: there is nothing to recommend yet.", ""]
+    return lines
+
+
+def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes: list[str]) -> list[str]:
+    lines = [f"## 3. Projected full run ({epochs} epochs, full train set) — an estimate", ""]
+    lines += ["| estimate | baseline | recommended |", "|---|---|---|"]
+
+    def row(label: str, get: Callable[[Projection], str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(get(p) if p else "-" for p in (pb, pr)) + " |")
+
+    row("one-time dataset build (scan + cache)", lambda p: _duration(p.build_s))
+    row("train time per epoch", lambda p: _duration(p.epoch_train_s))
+    row("validation per epoch", lambda p: _duration(p.val_s))
+    row(f"total for {epochs} epochs", lambda p: _duration(p.total_s))
+    if pb and pr:
+        lines.append(f"| time saved | | {_duration(pb.total_s - pr.total_s)} ({100 * (1 - pr.total_s / pb.total_s):.0f}%) |")
+    lines.append("")
+    for label, p in (("baseline", pb), ("recommended", pr)):
+        if p:
+            lines.append(f"Inputs ({label}): " + "; ".join(p.basis) + ".")
+    return lines + [f"- {n}" for n in notes] + [""]
+
+
+def _command(rec: Recommendation | None, epochs: int) -> list[str]:
+    lines = ["## 4. Recommended command", ""]
+    if rec is None:
+        return lines + ["none yet", ""]
+    if rec.classic:
+        where = rec.protocol.yolov5_dir or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
+        lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
+    else:
+        lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
+    gpus = rec.protocol.machine.gpus
+    if len(gpus) > 1:
+        every = ",".join(str(i) for i in range(len(gpus)))
+        lines += [f"On all {len(gpus)} GPUs (DDP; not measured by this study):", "", "```bash",
+                  rec.command(epochs, device=every), "```", ""]
+    return lines
+
+
+def _warm_start(p: StudyProtocol, done: list[TrialRecord]) -> list[str]:
+    warm = p.warm_start
+    if warm is None:
+        return []
+    key = warm.machine
+    lines = ["## Warm start", "", f"Configs taken from study `{warm.study}` ({warm.source}), made on "
+             f"{key.cpu_model} x{key.cpu_cores} cores, GPUs {list(key.gpus) or 'none'}; probes "
+             f"{'reused (same dataset)' if warm.same_dataset else 'not reused (dataset differs)'}.", "",
+             "| source trial | images/s there | adapted here | changes | trial here | images/s here |",
+             "|---|---|---|---|---|---|"]
+    here = {r.source_trial: r for r in done if r.role == "warm-start"}
+    for c in warm.configs:
+        r = here.get(c.source_trial)
+        got = (_f(r.images_per_s, 2) if r.result.ok else r.status.value) if r else "not run yet"
+        lines.append(f"| {c.source_trial} | {c.source_images_per_s:.2f} | {knobs_text(c.knobs)} | "
+                     f"{'; '.join(c.changes) or 'none'} | {r.number if r else '-'} | {got} |")
+    return lines + [""]
+
+
+def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
+    lines = ["## 5. Trials", "", "Top feasible trials (measured ok, accuracy kept):", "",
+             "| # | config | images/s | vs baseline | data wait | mAP50-95 | mAP loss |", "|---|---|---|---|---|---|---|"]
+    base_ips = base.images_per_s if base and base.result.ok else None
+    feasible = table[(table["status"] == "ok") & (table["feasibility"] == "feasible")]
+    for row in rows(feasible.sort_values("images_per_s", ascending=False).head(10)):
+        speed = float(row["images_per_s"])
+        ratio = f"{speed / base_ips:.2f}x" if base_ips else "-"
+        lines.append(f"| {row['number']} | {row['config']} | {speed:.2f} | {ratio} | {_pct(row['data_wait_fraction'])} | "
+                     f"{_f(row['probe_map50_95'], 4)} | {_f(row['map_loss'], 4)} |")
+    others = table[~table.index.isin(feasible.index)]
+    lines += ["", "Not recommended (failed, infeasible, rejected by the mAP constraint, or not probed):", ""]
+    if others.empty:
+        return lines + ["none", ""]
+    lines += ["| # | config | status | reason |", "|---|---|---|---|"]
+    for row in rows(others):
+        failed = row["status"] != "ok"
+        label = row["status"] if failed else row["feasibility"]
+        reason = row["message"] if failed else row["quality_reason"]
+        lines.append(f"| {row['number']} | {row['config']} | {label} | {_cell(str(reason))} |")
+    return lines + [""]
+
+
+def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[int, Projection | None], epochs: int) -> list[str]:
+    lines = ["## 6. Bottlenecks", "", "| # | bottleneck | evidence | turn first |", "|---|---|---|---|"]
+    for r in done:
+        d = diagnose(r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None))
+        lines.append(f"| {r.number} | {d.kind} | {_cell(d.evidence)} | {d.advice} |")
+    base = next((r for r in done if r.is_baseline), None)
+    if base is not None:
+        d = diagnose(base.result, p.machine, projections.get(base.number))
+        lines += ["", f"**Baseline:** {d.kind}: {d.evidence}. What to change first: {d.advice}."]
+    return lines + [""]
+
+
+def _importance(study: optuna.Study) -> list[str]:
+    import optuna
+
+    lines = ["## 7. Parameter importance and figures", ""]
+    ok = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("status") == "ok" and t.params]
+    if len(ok) < 3:
+        return lines + [f"only {len(ok)} trials measured ok: too few for parameter importance", ""]
+    scratch = optuna.create_study(direction="maximize")
+    for t in ok:
+        scratch.add_trial(optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value))
+    try:
+        imp = optuna.importance.get_param_importances(scratch)
+    except (RuntimeError, ValueError) as exc:
+        return lines + [f"parameter importance unavailable: {exc}", ""]
+    return lines + ["Importance of each searched knob for images/s (Optuna's default evaluator, ok trials only):", "",
+                    "| knob | importance |", "|---|---|"] + [f"| {k} | {v:.3f} |" for k, v in imp.items()] + [""]
+
+
+def _accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
+    q = p.quality
+    if not q.probing:
+        return ["Accuracy: quality off: accuracy knobs were fixed at the baseline's values.", ""]
+    start = f"from {q.weights}" if q.weights else "from scratch"
+    return [f"Accuracy: max mAP50-95 loss {q.max_loss}; probes of {q.epochs} epochs on {q.fraction:g} of the "
+            f"train set ({start}); {result.probes_run} probes ran, {result.probe_cache_hits} cache hits, "
+            f"{result.unprobed} trials not probed.", ""]
+
+
+def _projections(
+    study: optuna.Study, pair: tuple[TrialRecord | None, ...], epochs: int, measure_validation: bool
+) -> tuple[dict[int, Projection | None], list[str]]:
+    """The full-run estimate of the baseline and the recommended trial, each with a timed validation pass."""
+    out: dict[int, Projection | None] = {}
+    notes = []
+    for r in pair:
+        if r is None or not r.result.ok or r.number in out:
+            continue
+        val_s = None
+        if measure_validation:
+            timed = validation_time(study, r.config)
+            if isinstance(timed, ValidationTime):
+                val_s = timed.seconds
+            else:
+                notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
+        out[r.number] = project(r.result, epochs, val_s)
+    return out, notes
+
+
+def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: bool = True) -> Written:
+    """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv``."""
+    done = records(study)
+    if not done:
+        raise UsageError(f"study {study.study_name!r} has no completed trial yet; run `speedopt search` first")
+    p = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+    result, table = outcome(study), trial_table(study)
+    base, best = result.baseline, result.best
+    projections, val_notes = _projections(study, (base, best), epochs, measure_validation)
+    folder = out_dir / study.study_name
+    folder.mkdir(parents=True, exist_ok=True)
+    figs = _figures(table, p, result, folder)
+    md = [f"# speedopt report: {study.study_name}", ""]
+    md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
+    pb, pr = (projections.get(r.number) if r else None for r in (base, best))
+    md += _projection(epochs, pb, pr, val_notes) + _command(recommend(study), epochs) + _warm_start(p, done)
+    md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study)
+    md += [f"![optimisation history]({study.study_name}/{figs[0].name})", "",
+           f"![throughput against each knob]({study.study_name}/{figs[1].name})", "",
+           f"![speed vs mAP50-95]({study.study_name}/{figs[2].name})", ""]
+    md += _accuracy_note(p, result)
+    md.append(f"_Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by speedopt report; "
+              f"the trial table is {study.study_name}.csv._")
+    path = out_dir / f"{study.study_name}.md"
+    text = "\n".join(md) + "\n"
+    path.write_text(text)
+    csv = write_csv(table, out_dir / f"{study.study_name}.csv")
+    _save_note(study, text, path)
+    return Written(path, figs, csv)
+
+
+def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folder: Path) -> tuple[Path, ...]:
+    searched = list(p.space.sampled())
+    threshold = None
+    if result.probed and result.reference_map50_95 is not None:
+        ref, spread = result.reference_map50_95, result.probed[0].spread or 0.0
+        threshold = ref - p.quality.limit.allowed(ref) - spread
+    return (
+        figures.history(table, folder / "history.png"),
+        figures.knobs(table, searched, folder / "knobs.png"),
+        figures.speed_vs_map(table, threshold, folder / "speed_vs_map.png"),
+    )
+
+
+def _save_note(study: optuna.Study, text: str, path: Path) -> None:
+    """The report as the study's note in optuna-dashboard (figures named, since they live on disk)."""
+    from optuna_dashboard import save_note
+
+    lines = [
+        f"_(figure: {line[line.index('](') + 2:-1]} beside {path.name})_" if line.startswith("![") else line
+        for line in text.splitlines()
+    ]
+    save_note(study, "\n".join(lines))

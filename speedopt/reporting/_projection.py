@@ -1,0 +1,95 @@
+"""Projected wall time of the full training run, from what trials measured (an estimate, with its inputs).
+
+full run = one-time dataset build (label scan + cache fill, extrapolated from the trial's measured
+build of its subset to the full train set, plus the val split's build) + epochs x (full train set /
+measured images/s + one validation pass, timed once on the val split by a real validation run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from speedopt import defaults
+from speedopt.knobs import Knobs
+from speedopt.measure import JobOutcome, TrialResult, ValidateJob, ValidationTime, run_job
+from speedopt.offline import cache_dir
+from speedopt.study import StudyProtocol
+
+if TYPE_CHECKING:
+    import optuna
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The estimate and every input it was computed from."""
+
+    epochs: int
+    images_total: int
+    images_per_s: float
+    build_s: float  # one time: scan + cache fill, full train set, and the val split
+    epoch_train_s: float
+    val_s: float | None  # one validation pass (the trainer validates every epoch)
+    total_s: float
+    basis: tuple[str, ...]
+
+
+def project(result: TrialResult, epochs: int, val_s: float | None) -> Projection | None:
+    """The full-run estimate for a config measured ok (None for a trial without throughput)."""
+    if result.images_per_s is None or not result.images_total:
+        return None
+    total_images = result.images_total
+    basis = [f"{result.images_per_s:.2f} images/s measured over {result.steps} steps on {result.device}"]
+    build = 0.0
+    if result.train_build_s is not None and result.images_used:
+        scale = total_images / result.images_used
+        build = result.train_build_s * scale + (result.val_build_s or 0.0)
+        basis.append(
+            f"dataset build {result.train_build_s:.2f} s measured for {result.images_used} train images "
+            f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {result.val_build_s or 0:.2f} s for the val split"
+        )
+    epoch = total_images / result.images_per_s
+    basis.append(f"epoch = {total_images} train images / {result.images_per_s:.2f} images/s = {epoch:.1f} s")
+    if val_s is not None:
+        basis.append(f"validation pass {val_s:.1f} s, timed once on the val split with the trainer's own validator")
+    else:
+        basis.append("validation not timed: left out of the total")
+    total = build + epochs * (epoch + (val_s or 0.0))
+    return Projection(epochs, total_images, result.images_per_s, build, epoch, val_s, total, tuple(basis))
+
+
+def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:
+    material = json.dumps([protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp])
+    return "val_time:" + hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def validation_time(study: optuna.Study, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S) -> JobOutcome | ValidationTime:
+    """One validation pass for these knobs on this machine: from the study attrs, else timed now.
+
+    Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
+    job's outcome when it could not be timed (its status and message say why).
+    """
+    protocol = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+    key = _val_key(protocol, knobs)
+    stored = study.user_attrs.get(key)
+    if stored is not None:
+        return ValidationTime(stored["val_s"], stored["val_images"])
+    job = ValidateJob(
+        engine=protocol.engine,
+        yolov5_dir=protocol.yolov5_dir,
+        data_yaml=protocol.data,
+        knobs=dataclasses.replace(knobs, cache="none"),
+        device=protocol.device,
+        timeout_s=timeout_s,
+        cache_dir=str(cache_dir()),
+        weights=protocol.quality.weights,
+    )
+    outcome = run_job(job, study.study_name)
+    timed = outcome.validation()
+    if timed is None:
+        return outcome
+    study.set_user_attr(key, {"status": "ok", "val_s": timed.seconds, "val_images": timed.images})
+    return timed

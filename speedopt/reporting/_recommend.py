@@ -1,0 +1,84 @@
+"""The recommendation: the best trial of a study as commands a person can paste, in the study's dialect.
+
+A study measured with the Ultralytics engine recommends ``yolo detect train ...`` (and the equivalent
+``YOLO(...).train(...)``); one measured with the classic engine recommends ``python train.py ...``.
+Every form parses back to the recommended knobs (:mod:`speedopt.command`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from speedopt import command
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.study import StudyProtocol, TrialRecord, outcome
+
+if TYPE_CHECKING:
+    import optuna
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The best trial of a study and how to train with it."""
+
+    study: str
+    protocol: StudyProtocol
+    trial: TrialRecord
+    speedup: float | None  # over the baseline, both measured in the study
+
+    @property
+    def knobs(self) -> Knobs:
+        return self.trial.config
+
+    @property
+    def classic(self) -> bool:
+        return self.protocol.engine == "yolov5"
+
+    def command(self, epochs: int | None = None, device: str | None = None) -> str:
+        """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
+        form = command.train_py if self.classic else command.yolo_train
+        return form(self.protocol.data, self.knobs, device=device or self.protocol.device, epochs=epochs)
+
+    def python(self, epochs: int | None = None) -> str:
+        """The ``YOLO(...).train(...)`` call (Ultralytics studies only)."""
+        if self.classic:
+            raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
+        return command.python_train(self.protocol.data, self.knobs, device=self.protocol.device, epochs=epochs)
+
+    def where(self) -> str:
+        """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
+        if not self.classic:
+            return ""
+        return f"in {self.protocol.yolov5_dir}" if self.protocol.yolov5_dir else (
+            "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
+        )
+
+    def measure_again(self) -> str:
+        """The ``speedopt trial`` command that measures this config again."""
+        p = self.protocol
+        return command.speedopt_trial(
+            p.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record ``speedopt best --format json|yaml`` prints."""
+        return {
+            "study": self.study,
+            "data": self.protocol.data,
+            "device": self.protocol.device,
+            "trial": self.trial.number,
+            "config": self.knobs.to_dict(),
+            "images_per_s": self.trial.images_per_s,
+            "speedup": self.speedup,
+        }
+
+
+def recommend(study: optuna.Study) -> Recommendation | None:
+    """The study's recommendation (None while no trial is measured ok and feasible)."""
+    result = outcome(study)
+    if result.best is None:
+        return None
+    protocol = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+    return Recommendation(study.study_name, protocol, result.best, result.speedup)

@@ -1,0 +1,63 @@
+"""The study: plan a search, run the Optuna loop, read its trials back as typed records.
+
+:func:`plan` turns a :class:`SearchConfig` into a :class:`SearchPlan` (its :class:`StudyProtocol` is
+what the storage keeps); :func:`run` optimises; :func:`outcome` and :func:`best_trial` read the
+result. Storage, warm start from another machine's study, and export/import live here too.
+"""
+
+from speedopt.study._config import SearchConfig
+from speedopt.study._optimize import QuietView, View, best_feasible, run, suggest
+from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome
+from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
+from speedopt.study._protocol import OBJECTIVE, StudyProtocol
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
+from speedopt.study._recovery import recover_interrupted, worker_id
+from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
+from speedopt.study._storage import DEFAULT_URL, find_study, open_storage, retry_callback, study_names, url_for
+from speedopt.study._transfer import export, import_study, split_source
+from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
+
+__all__ = [
+    "DEFAULT_URL",
+    "OBJECTIVE",
+    "Domain",
+    "ProbedSignature",
+    "QuietView",
+    "SearchConfig",
+    "SearchOutcome",
+    "SearchPlan",
+    "Space",
+    "StudyProtocol",
+    "StudySummary",
+    "TrialRecord",
+    "View",
+    "WarmConfig",
+    "WarmStart",
+    "adapt",
+    "baseline_trial",
+    "best_feasible",
+    "best_trial",
+    "default_space",
+    "default_study_name",
+    "export",
+    "find_study",
+    "import_study",
+    "list_studies",
+    "load_file",
+    "open_storage",
+    "outcome",
+    "parse_baseline",
+    "parse_fix",
+    "plan",
+    "plan_for_worker",
+    "ranked",
+    "records",
+    "recover_interrupted",
+    "retry_callback",
+    "run",
+    "split_source",
+    "study_names",
+    "suggest",
+    "url_for",
+    "worker_id",
+]

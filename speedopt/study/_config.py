@@ -1,0 +1,36 @@
+"""Everything a search can be asked, as one typed value (the CLI and the Python API build it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from speedopt import defaults
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The options of ``speedopt search``; each default is the CLI's (see :mod:`speedopt.defaults`)."""
+
+    data: str
+    trials: int = defaults.TRIALS
+    timeout_s: float | None = None  # stop starting new trials after this many seconds
+    storage: str | None = None  # an Optuna storage URL or a journal file; None: defaults.STORAGE_URL
+    study: str | None = None  # None: <dataset>-<gpu-or-cpu>-<hash of dataset and machine>
+    space_file: str | None = None
+    fix: tuple[str, ...] = ()  # KNOB=VALUE pins
+    baseline: str | None = None  # the user's settings, "model=yolov5s imgsz=640 ..."; None: the trainer's
+    steps: int = defaults.STEPS
+    warmup: int = defaults.WARMUP
+    seed: int = defaults.SEED
+    device: str | None = None
+    engine: str = "ultralytics"
+    yolov5_dir: str | None = None
+    trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
+    ram_limit_gb: float | None = None
+    quality: str = "probe"  # probe | off
+    max_map_loss: str = defaults.MAX_MAP_LOSS
+    probe_epochs: int = defaults.PROBE_EPOCHS
+    probe_fraction: float = defaults.PROBE_FRACTION
+    weights: str | None = None
+    probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
+    warm_start: str | None = None  # STORAGE[::STUDY] of another study

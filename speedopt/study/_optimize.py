@@ -1,0 +1,224 @@
+"""The optimise loop: an Optuna study of short, real training trials over the speed knobs.
+
+:func:`run` creates (or resumes, or joins) the study, enqueues the baseline as trial 0, and lets
+Optuna's own loop (``Study.optimize`` with ``timeout`` and a :class:`~optuna.study.MaxTrialsCallback`)
+run trials until the study holds its target. Every trial ends in a closed status (ok, oom, timeout,
+infeasible, error): a non-ok trial is recorded with its status and message, scores 0 images/s and
+violates the ``measured`` constraint, so the sampler learns to avoid it and it is never the best.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult, prepare, run_trial
+from speedopt.quality import CACHE_STUDY, Judge, ProbeTarget, Verdict, merge_cache, not_measured
+from speedopt.status import Status
+from speedopt.study._outcome import SearchOutcome, outcome
+from speedopt.study._plan import SearchPlan
+from speedopt.study._protocol import OBJECTIVE
+from speedopt.study._record import best_trial, records
+from speedopt.study._recovery import recover_interrupted, worker_id
+from speedopt.study._space import Space
+from speedopt.study._storage import open_storage, study_names
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import BaseStorage
+
+
+class View(abc.ABC):  # noqa: B024 - every hook is optional
+    """What a search reports while it runs; every hook does nothing unless a view overrides it."""
+
+    def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
+        """The study is open: its target, what it already holds, notes on the plan."""
+
+    def trial_started(self, number: int, knobs: Knobs) -> None:
+        """A trial begins measuring ``knobs``."""
+
+    def trial_progress(self, update: dict[str, Any]) -> None:
+        """A running trial or probe moved on (``phase``, and ``done`` of ``of`` where known)."""
+
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
+        """A trial ended, with its accuracy verdict."""
+
+    def waiting(self, message: str) -> None:
+        """Waiting for the host lock held by another process."""
+
+    def stop(self) -> None:
+        """The search is over (normally or not)."""
+
+
+class QuietView(View):
+    """Reports nothing (the Python API's default)."""
+
+
+def suggest(trial: optuna.Trial, space: Space) -> Knobs:
+    """Ask the trial for each sampled knob; fixed knobs take their one value."""
+    values = dict(space.fixed())
+    for name, domain in space.sampled().items():
+        if domain.choices is not None:
+            values[name] = trial.suggest_categorical(name, list(domain.choices))
+        else:
+            assert domain.low is not None and domain.high is not None
+            values[name] = trial.suggest_int(name, domain.low, domain.high, step=domain.step)
+    return Knobs(**values)
+
+
+def best_feasible(study: optuna.Study) -> float | None:
+    """Images/s of the best trial so far (None if none yet)."""
+    best = best_trial(records(study))
+    return best.images_per_s if best else None
+
+
+def _measure(plan: SearchPlan, knobs: Knobs, view: View) -> TrialResult:
+    p = plan.protocol
+    try:
+        request = prepare(
+            p.data, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=p.steps,
+            warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed, ram_limit_bytes=p.ram_limit_bytes,
+        )
+    except UsageError as exc:  # e.g. the dataset vanished mid-search: record, don't crash
+        return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
+    return run_trial(request, progress=view.trial_progress, on_wait=view.waiting, owner=plan.study_name)
+
+
+def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.Trial], float]:
+    def objective(trial: optuna.Trial) -> float:
+        trial.set_user_attr("worker", worker_id())
+        baseline = trial.user_attrs.get("role") == "baseline"
+        knobs = plan.protocol.baseline if baseline else suggest(trial, plan.protocol.space)
+        view.trial_started(trial.number, knobs)
+        result = _measure(plan, knobs, view)
+        stored = result.to_dict()
+        stored["log_tail"] = stored["log_tail"][-2000:]
+        for key, value in stored.items():
+            trial.set_user_attr(key, value)
+        if result.ok:
+            verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
+        else:
+            verdict = not_measured(knobs, result.status)
+        for key, value in verdict.attrs().items():
+            trial.set_user_attr(key, value)
+        trial.set_constraint("measured", 0.0 if result.ok else 1.0)
+        trial.set_constraint("map_loss", verdict.constraint())
+        view.trial_finished(trial.number, result, baseline=baseline, verdict=verdict)
+        return float(result.images_per_s or 0.0) if result.ok else 0.0
+
+    return objective
+
+
+def _guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable[[optuna.Trial], float]:
+    """Prune a trial that would exceed the target: another worker took the last slot meanwhile."""
+    import optuna
+    from optuna.trial import TrialState
+
+    def run_one(trial: optuna.Trial) -> float:
+        others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in others)
+        if busy >= target:
+            raise optuna.TrialPruned(f"the study already has {target} trials complete or running")
+        return objective(trial)
+
+    return run_one
+
+
+def _open_study(plan: SearchPlan, storage: BaseStorage) -> optuna.Study:
+    import optuna
+
+    # constant_liar: trials still running on other workers count as pessimistic, so workers spread out
+    sampler = optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
+    return optuna.create_study(
+        study_name=plan.study_name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+    )
+
+
+def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
+    """First run of a study: attrs, baseline as trial 0, warm-start configs, reused probes."""
+    notes = []
+    study.set_metric_names([OBJECTIVE])
+    for key, value in plan.protocol.to_attrs().items():
+        study.set_user_attr(key, value)
+    sampled = plan.protocol.space.sampled()
+    baseline = {k: v for k, v in plan.protocol.baseline.to_dict().items() if k in sampled}
+    study.enqueue_trial(baseline, user_attrs={"role": "baseline"})
+    warm = plan.protocol.warm_start
+    for config in warm.configs if warm else ():
+        study.enqueue_trial(
+            {k: v for k, v in config.knobs.to_dict().items() if k in sampled},
+            user_attrs={"role": "warm-start", "source_trial": config.source_trial},
+            skip_if_exists=True,
+        )
+    if plan.warm_cache:
+        notes.append(f"{merge_cache(plan.warm_cache, storage)} probe result(s) copied from the warm-start source")
+    return notes
+
+
+def _open(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, list[str]]:
+    """Create, resume or join the study; the notes say what happened."""
+    import optuna
+
+    if plan.study_name == CACHE_STUDY:
+        raise UsageError(f"{CACHE_STUDY} is speedopt's probe cache; choose another --study name")
+    exists = plan.study_name in study_names(storage)
+    if exists and plan.create:
+        existing = optuna.load_study(study_name=plan.study_name, storage=storage).user_attrs
+        why = plan.protocol.conflict(existing, plan.study_name)
+        if why:
+            raise UsageError(why)
+    study = _open_study(plan, storage)
+    notes = list(plan.notes)
+    if not exists:
+        return study, notes + _create(plan, study, storage)
+    if plan.create and study.user_attrs.get("trials") != plan.protocol.trials:
+        study.set_user_attr("trials", plan.protocol.trials)
+    recovered = recover_interrupted(study, storage)
+    if recovered:
+        notes.append(f"trial(s) {', '.join(map(str, recovered))} were interrupted (process gone): marked failed and re-queued")
+    return study, notes
+
+
+def _full(study: optuna.Study, target: int) -> bool:
+    """The study holds its target: complete trials, or complete and running ones with nothing queued."""
+    from optuna.trial import TrialState
+
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    complete, running = states.count(TrialState.COMPLETE), states.count(TrialState.RUNNING)
+    return complete >= target or (complete + running >= target and TrialState.WAITING not in states)
+
+
+def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
+    """Create (or resume, or join) the study and run trials until it holds its target of complete ones.
+
+    Several processes may share one study: a trial that would exceed the target because another
+    worker took the last slot is pruned before it measures, and each process stops once complete and
+    running trials reach the target (Optuna's MaxTrialsCallback) or ``plan.timeout_s`` passes.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    view = view or QuietView()
+    storage = open_storage(plan.storage_url)
+    study, notes = _open(plan, storage)
+    target = plan.protocol.trials
+    view.start(plan, outcome(study), notes)
+    try:
+        p = plan.protocol
+        judge = Judge(
+            p.quality, ProbeTarget(p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device), p.baseline, storage,
+            plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
+        )
+        if not _full(study, target):
+            study.optimize(
+                _guarded(_objective(plan, view, judge), target),
+                timeout=plan.timeout_s,
+                callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))],
+                gc_after_trial=False,
+            )
+    finally:
+        view.stop()
+    return outcome(study)

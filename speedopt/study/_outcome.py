@@ -1,0 +1,116 @@
+"""What a search found, summarised from the stored trials (the same for a search, a worker, a report)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from speedopt.errors import UsageError
+from speedopt.quality import Feasibility
+from speedopt.status import Status
+from speedopt.study._protocol import StudyProtocol
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
+from speedopt.study._storage import open_storage, study_names
+
+if TYPE_CHECKING:
+    import optuna
+
+
+@dataclass(frozen=True)
+class ProbedSignature:
+    """One accuracy signature that was probed, and what the constraint made of it."""
+
+    signature: dict[str, Any]
+    map50_95: float
+    map_loss: float | None
+    feasibility: Feasibility
+    baseline_map50_95: float | None
+    spread: float | None
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """A study's state: trial counts, the baseline, the best trial, what the quality gate did."""
+
+    study_name: str
+    complete: int
+    by_status: dict[Status, int]
+    baseline: TrialRecord | None
+    best: TrialRecord | None
+    probes_run: int = 0
+    probe_cache_hits: int = 0
+    unprobed: int = 0  # trials measured ok but never probed: they could not have been the best
+    rejected: int = 0  # trials measured ok whose accuracy was judged too low
+    probed: tuple[ProbedSignature, ...] = ()
+    protocol: StudyProtocol | None = None  # None for a study speedopt did not make
+
+    @property
+    def speedup(self) -> float | None:
+        """Best feasible images/s over the baseline's, both measured in this study."""
+        if not self.best or not self.baseline or not self.baseline.result.ok:
+            return None
+        return (self.best.images_per_s or 0.0) / (self.baseline.images_per_s or 1.0)
+
+    @property
+    def reference_map50_95(self) -> float | None:
+        """The baseline's probed mAP50-95 (mean of two seeds), when any signature was probed."""
+        return self.probed[0].baseline_map50_95 if self.probed else None
+
+    def counts_text(self) -> str:
+        """``3 ok, 1 infeasible``."""
+        return ", ".join(f"{n} {s.value}" for s, n in sorted(self.by_status.items(), key=lambda item: item[0].value))
+
+
+def outcome(study: optuna.Study) -> SearchOutcome:
+    """Summarise a study from its stored trials."""
+    done = records(study)
+    by_status: dict[Status, int] = {}
+    probed: dict[str, ProbedSignature] = {}
+    for r in done:
+        by_status[r.status] = by_status.get(r.status, 0) + 1
+        if r.result.ok and r.probe_map50_95 is not None and r.signature is not None:
+            probed[json.dumps(r.signature, sort_keys=True)] = ProbedSignature(
+                r.signature, r.probe_map50_95, r.map_loss, r.feasibility, r.baseline_map50_95, r.map_spread
+            )
+    try:
+        protocol: StudyProtocol | None = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+    except UsageError:
+        protocol = None
+    return SearchOutcome(
+        study_name=study.study_name,
+        complete=len(done),
+        by_status=by_status,
+        baseline=baseline_trial(done),
+        best=best_trial(done),
+        probes_run=sum(r.probes_run for r in done),
+        probe_cache_hits=sum(r.probe_cache_hits for r in done),
+        unprobed=sum(r.feasibility is Feasibility.UNPROBED for r in done),
+        rejected=sum(r.feasibility is Feasibility.REJECTED for r in done),
+        probed=tuple(probed.values()),
+        protocol=protocol,
+    )
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """One line of ``speedopt studies``."""
+
+    study: str
+    trials: int
+    outcome: SearchOutcome
+    data: str | None
+
+
+def list_studies(storage_url: str | None) -> list[StudySummary]:
+    """Every study in the storage (the probe cache left out) with its outcome."""
+    import optuna
+
+    storage = open_storage(storage_url)
+    rows = []
+    for name in study_names(storage):
+        study = optuna.load_study(study_name=name, storage=storage)
+        result = outcome(study)
+        data = result.protocol.data if result.protocol else study.user_attrs.get("data")
+        rows.append(StudySummary(name, len(study.trials), result, data))
+    return rows

@@ -1,0 +1,203 @@
+"""Decide a search before it runs: every input checked, the study's protocol fixed, no storage touched.
+
+:func:`plan` turns a :class:`SearchConfig` into a :class:`SearchPlan`, so bad input never leaves a
+half-made study; :func:`plan_for_worker` rebuilds the plan of an existing study for ``speedopt worker``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speedopt import defaults, machine
+from speedopt.data import Dataset, fingerprint, load
+from speedopt.engines import Engine
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs, validate
+from speedopt.machine import MachineFingerprint
+from speedopt.measure import (
+    adjust_to_device,
+    check_protocol,
+    checkout_path,
+    installed_engine,
+    ram_available,
+    ram_cache_need,
+    ram_limit_bytes,
+)
+from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
+from speedopt.study import _space as space_mod
+from speedopt.study import _warmstart as warmstart
+from speedopt.study._config import SearchConfig
+from speedopt.study._protocol import StudyProtocol
+from speedopt.study._space import Domain, Space
+from speedopt.study._storage import find_study
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A checked search, ready to run: its storage, its study and the protocol stored in it."""
+
+    storage_url: str
+    study_name: str
+    protocol: StudyProtocol
+    timeout_s: float | None = None
+    seed: int = defaults.SEED  # the sampler's seed (each worker's differs)
+    notes: tuple[str, ...] = ()
+    warm_cache: dict[str, Any] = field(default_factory=dict)  # probe results to copy from a warm-start source
+    create: bool = True  # False: join an existing study only (a worker)
+
+
+def plan(config: SearchConfig) -> SearchPlan:
+    """Check the inputs and decide the study; raises UsageError, touches no storage."""
+    if config.trials < 1:
+        raise UsageError(f"--trials must be at least 1, got {config.trials}")
+    if config.timeout_s is not None and config.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive seconds, got {config.timeout_s:g}")
+    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout")
+    ram_limit = ram_limit_bytes(config.ram_limit_gb)
+    eng = installed_engine(config.engine, config.yolov5_dir)
+    ds = load(config.data)
+    device = machine.parse_device(config.device)
+    base, notes = _baseline(config.baseline, eng, device)
+    mode = config.quality
+    if mode == "probe" and not eng.supports_probe:
+        notes.append(f"the {config.engine} engine has no quality probe: quality off, accuracy knobs fixed at the baseline")
+        mode = "off"
+    policy = make_policy(
+        mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, config.weights, ds, config.probe_timeout_s
+    )
+    here = machine.fingerprint(str(ds.yaml_path.parent))
+    space, space_notes = _space(config, base, eng, device, policy, ds, ram_limit, here)
+    fp_data = fingerprint(ds)
+    warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
+    protocol = StudyProtocol(
+        data=str(ds.yaml_path),
+        dataset=fp_data,
+        machine=here,
+        engine=config.engine,
+        engine_version=eng.version(),
+        yolov5_dir=checkout_path(config.yolov5_dir),
+        device=device,
+        space=space,
+        baseline=base,
+        quality=policy,
+        trials=config.trials,
+        steps=config.steps,
+        warmup=config.warmup,
+        trial_timeout_s=config.trial_timeout_s,
+        ram_limit_bytes=ram_limit,
+        seed=config.seed,
+        warm_start=warm,
+    )
+    return SearchPlan(
+        storage_url=config.storage or defaults.STORAGE_URL,
+        study_name=config.study or default_study_name(ds, protocol),
+        protocol=protocol,
+        timeout_s=config.timeout_s,
+        seed=config.seed,
+        notes=tuple(notes + space_notes + warm_notes),
+        warm_cache=warm_cache,
+    )
+
+
+def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:
+    """``<dataset>-<gpu-or-cpu>-<hash of dataset and machine fingerprints, engine, device>``."""
+    parts: list[Any] = [protocol.dataset.id, protocol.machine.key.to_dict(), protocol.engine, protocol.device]
+    if protocol.yolov5_dir:
+        parts.append(protocol.yolov5_dir)
+    key = json.dumps(parts, sort_keys=True)
+    return f"{ds.name}-{protocol.machine.short_name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def _baseline(text: str | None, eng: Engine, device: str) -> tuple[Knobs, list[str]]:
+    """The user's settings (trial 0) as they can run here, and what was adjusted."""
+    base, notes = validate(space_mod.parse_baseline(text))
+    fixed = eng.fixed_knobs(device)
+    notes += [f"{knob} is not searched: {why}" for knob, (_, why) in fixed.items()]
+    base, adjusted = adjust_to_device(base, eng, device)
+    return base, notes + [f"baseline {note}" for note in adjusted if note.split("=")[0] not in fixed]
+
+
+def _space(
+    config: SearchConfig,
+    base: Knobs,
+    eng: Engine,
+    device: str,
+    policy: Policy,
+    ds: Dataset,
+    ram_limit: int | None,
+    here: MachineFingerprint,
+) -> tuple[Space, list[str]]:
+    """The search space on this machine: defaults, then --space, --fix, the engine, quality and RAM."""
+    cuda = device != "cpu"
+    notes: list[str] = []
+    gpu_mb = here.gpus[0].memory_mb if cuda and here.gpus else None
+    fixed = space_mod.parse_fix(list(config.fix))
+    domains = {
+        **space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb).domains,
+        **(space_mod.load_file(config.space_file) if config.space_file else {}),
+        **fixed,
+    }
+    domains.update({knob: Domain(choices=(value,)) for knob, (value, _) in eng.fixed_knobs(device).items()})
+    if not policy.probing:  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
+        values = base.to_dict()  # (a knob pinned with --fix keeps the user's explicit value)
+        pinned = [k for k in ACCURACY_KNOBS if k not in fixed]
+        domains.update({k: Domain(choices=(values[k],)) for k in pinned})
+        notes.append(f"quality off: {', '.join(pinned)} fixed at the baseline; no probes")
+    if not cuda and True in domains["amp"].values():
+        domains["amp"] = Domain(choices=(False,))
+        notes.append("amp=on dropped from the space: AMP needs CUDA")
+    cache_values = domains["cache"].values()
+    if "ram" in cache_values and len(cache_values) > 1:
+        smallest = min(domains["imgsz"].values())
+        need, free = ram_cache_need(ds, smallest), ram_available(ram_limit)
+        if need > free:
+            domains["cache"] = Domain(choices=tuple(v for v in cache_values if v != "ram"))
+            notes.append(
+                f"cache=ram left out of the space: even at imgsz={smallest} the train images need about "
+                f"{need / 2**30:.1f} GiB with the trainer's margin; {free / 2**30:.1f} GiB available"
+            )
+    return Space(domains).containing(base), notes
+
+
+def _warm(
+    source: str | None, space: Space, base: Knobs, device: str, ds: Dataset, ram_limit: int | None, dataset_id: str
+) -> tuple[warmstart.WarmStart | None, dict[str, Any], list[str]]:
+    """The warm-start configs adapted to this machine, the probes to reuse, and a note."""
+    if not source:
+        return None, {}, []
+
+    def ram_fits(k: Knobs) -> bool:
+        return ram_cache_need(ds, k.imgsz) <= ram_available(ram_limit)
+
+    warm, cache = warmstart.plan(source, space, base, machine.cpu_cores(), device != "cpu", ram_fits, dataset_id)
+    reused = f", {len(cache)} probe result(s) reused (same dataset)" if warm.same_dataset else ", dataset differs: probes not reused"
+    return warm, cache, [f"warm start from study {warm.study!r}: {len(warm.configs)} config(s) enqueued after the baseline{reused}"]
+
+
+def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
+    """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
+    study = find_study(storage_url, study_name)
+    attrs = dict(study.user_attrs)
+    if "space" not in attrs or "trials" not in attrs:
+        raise UsageError(f"study {study_name!r} was not made by speedopt search; nothing to join")
+    protocol = StudyProtocol.from_attrs(attrs, study_name)
+    here = machine.fingerprint(str(Path(protocol.data).parent) if Path(protocol.data).exists() else ".")
+    why = protocol.machine.key.mismatch(here.key)
+    if why:
+        raise UsageError(f"refusing to join {study_name!r}: {why}; mixing machines in one study corrupts its numbers")
+    load(protocol.data)  # the data must be here too, at the same path
+    if protocol.device != "cpu":
+        machine.parse_device(protocol.device)
+    return SearchPlan(
+        storage_url=storage_url,
+        study_name=study.study_name,
+        protocol=protocol,
+        seed=protocol.seed + os.getpid(),  # workers must not all sample the same sequence
+        notes=(f"joined study {study.study_name!r} as a worker",),
+        create=False,
+    )

@@ -1,0 +1,97 @@
+"""What a study was made with: the frozen record stored in its user attrs.
+
+Everything a worker needs to join lives here (data, engine, space, constraint, machine and dataset
+fingerprints, speedopt version), so ``speedopt worker`` and ``speedopt report`` need nothing but the
+storage. The stored form (:meth:`StudyProtocol.to_attrs`) is one user attr per field, so the
+dashboard shows each of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from speedopt import defaults
+from speedopt.data import DatasetFingerprint
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.machine import MachineFingerprint
+from speedopt.quality import Policy
+from speedopt.study._space import Space
+from speedopt.study._warmstart import WarmStart
+from speedopt.version import __version__
+
+OBJECTIVE = "images/s"
+
+
+@dataclass(frozen=True)
+class StudyProtocol:
+    """The measurement protocol of a study and where it was made."""
+
+    #: Fields a resumed study must match: changing one would mix incomparable measurements.
+    MATCHED: ClassVar[tuple[str, ...]] = (
+        "data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "warmup", "quality",
+    )
+
+    data: str
+    dataset: DatasetFingerprint
+    machine: MachineFingerprint
+    engine: str
+    engine_version: str | None
+    device: str
+    space: Space
+    baseline: Knobs
+    quality: Policy
+    trials: int
+    yolov5_dir: str | None = None
+    steps: int = defaults.STEPS
+    warmup: int = defaults.WARMUP
+    epochs: int = defaults.EPOCHS
+    trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
+    ram_limit_bytes: int | None = None
+    seed: int = defaults.SEED
+    warm_start: WarmStart | None = None
+    speedopt_version: str = __version__
+    objective: str = OBJECTIVE
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The study user attrs (JSON values), one per field."""
+        attrs: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            attrs[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
+        if self.warm_start is None:
+            del attrs["warm_start"]
+        return attrs
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any], study_name: str = "") -> StudyProtocol:
+        """Read a study's protocol back; UsageError for a study speedopt did not make."""
+        if "space" not in attrs or "baseline" not in attrs or "machine" not in attrs:
+            raise UsageError(f"study {study_name!r} was not made by speedopt search; nothing to read")
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in attrs.items() if k in known}
+        values["dataset"] = DatasetFingerprint.from_dict(attrs["dataset"])
+        values["machine"] = MachineFingerprint.from_dict(attrs["machine"])
+        values["space"] = Space.from_dict(attrs["space"])
+        values["baseline"] = Knobs.from_dict(attrs["baseline"])
+        values["quality"] = Policy.from_dict(attrs.get("quality") or {"mode": "off"})
+        values["warm_start"] = WarmStart.from_dict(attrs["warm_start"]) if attrs.get("warm_start") else None
+        return cls(**values)
+
+    def conflict(self, existing: dict[str, Any], study_name: str) -> str | None:
+        """Why this protocol may not resume the study with ``existing`` attrs (None if it may)."""
+        planned = self.to_attrs()
+        for key in self.MATCHED:
+            old, new = existing.get(key, planned[key]), planned[key]
+            if old == new:
+                continue
+            if isinstance(old, dict) and isinstance(new, dict):
+                diff = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+                old, new = {k: old.get(k) for k in diff}, {k: new.get(k) for k in diff}
+            return (
+                f"study {study_name!r} was made with {key} {old} but this command gives {new}; "
+                f"rerun with the same settings to resume it, or give --study NEW_NAME"
+            )
+        return None

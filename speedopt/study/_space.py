@@ -1,0 +1,186 @@
+"""The search space: which values each knob may take on this machine, as Optuna distributions.
+
+Defaults adapt to the machine (workers up to the CPU cores, AMP only with CUDA, cache=ram only
+where the decoded training set could fit in RAM). ``--space FILE`` (YAML: knob -> list of values
+or {low, high, step}) replaces a knob's domain; ``--fix KNOB=VALUE`` pins one. The baseline's
+values are always inside the space, so the baseline can be trial 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from speedopt.errors import UsageError
+from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value
+
+ORDERED = ("workers", "batch", "imgsz", "freeze")  # integer knobs that may be given as {low, high, step}
+
+
+@dataclass(frozen=True)
+class Domain:
+    """One knob's values: a list of choices, or an integer range low..high by step."""
+
+    choices: tuple[Any, ...] | None = None
+    low: int | None = None
+    high: int | None = None
+    step: int = 1
+
+    def values(self) -> tuple[Any, ...]:
+        """Every value in the domain, in order."""
+        if self.choices is not None:
+            return self.choices
+        assert self.low is not None and self.high is not None
+        return tuple(range(self.low, self.high + 1, self.step))
+
+    def with_value(self, value: Any) -> Domain:
+        """This domain widened (if needed) so that it contains ``value``."""
+        if value in self.values():
+            return self
+        if self.choices is not None:
+            return dataclasses.replace(self, choices=tuple(sorted((*self.choices, value), key=_order)))
+        assert self.low is not None and self.high is not None
+        if (value - self.low) % self.step:
+            return Domain(choices=tuple(sorted({*self.values(), value})))
+        return dataclasses.replace(self, low=min(self.low, value), high=max(self.high, value))
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.choices is not None:
+            return {"choices": list(self.choices)}
+        return {"low": self.low, "high": self.high, "step": self.step}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Domain:
+        if "choices" in data:
+            return cls(choices=tuple(data["choices"]))
+        return cls(low=data["low"], high=data["high"], step=data.get("step", 1))
+
+
+def _order(value: Any) -> Any:
+    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
+
+
+@dataclass(frozen=True)
+class Space:
+    """A domain per knob. A knob with a single value is fixed: it is not sampled."""
+
+    domains: dict[str, Domain]
+
+    def fixed(self) -> dict[str, Any]:
+        """Knobs pinned to one value."""
+        return {k: d.values()[0] for k, d in self.domains.items() if len(d.values()) == 1}
+
+    def sampled(self) -> dict[str, Domain]:
+        """Knobs the sampler chooses."""
+        return {k: d for k, d in self.domains.items() if len(d.values()) > 1}
+
+    def containing(self, knobs: Knobs) -> Space:
+        """The space widened so every sampled knob's domain holds this config's value (the baseline)."""
+        values = knobs.to_dict()
+        return Space({k: (d.with_value(values[k]) if len(d.values()) > 1 else d) for k, d in self.domains.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: d.to_dict() for k, d in self.domains.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Space:
+        return cls({k: Domain.from_dict(v) for k, v in data.items()})
+
+
+def default_space(
+    baseline: Knobs, cores: int, cuda: bool, gpu_memory_mb: int | None = None
+) -> Space:
+    """The default space on this machine, around the baseline (cache=ram is checked by the caller).
+
+    imgsz from half the baseline's up to it (larger images are never faster); batch by powers of two
+    (smaller ones on a CPU, where memory bandwidth, not occupancy, limits); freeze 0..10 (the YOLOv5
+    backbone).
+    """
+    top = max(baseline.imgsz, 2 * STRIDE)
+    low = max(STRIDE, (top // 2) // STRIDE * STRIDE)
+    batches: tuple[int, ...] = (8, 16, 32, 64, 128) if cuda else (2, 4, 8, 16)
+    if cuda and gpu_memory_mb and gpu_memory_mb >= 40_000:
+        batches += (256,)
+    return Space(
+        {
+            "workers": Domain(low=0, high=max(1, cores)),
+            "batch": Domain(choices=batches),
+            "imgsz": Domain(low=low, high=top, step=STRIDE),
+            "cache": Domain(choices=CACHE_MODES),
+            "amp": Domain(choices=(True, False) if cuda else (False,)),
+            "model": Domain(choices=MODEL_SCALES),
+            "freeze": Domain(low=0, high=10),
+        }
+    )
+
+
+def _parse_domain(knob: str, spec: Any, source: str) -> Domain:
+    if isinstance(spec, dict):
+        if knob not in ORDERED:
+            raise UsageError(f"{source}: {knob} takes a list of values, not a range")
+        if set(spec) - {"low", "high", "step"} or not {"low", "high"} <= set(spec):
+            raise UsageError(f"{source}: {knob} range needs low and high (and optionally step), got {spec}")
+        low, high = parse_value(knob, spec["low"]), parse_value(knob, spec["high"])
+        step = spec.get("step", STRIDE if knob == "imgsz" else 1)
+        if not isinstance(step, int) or step < 1 or low > high:
+            raise UsageError(f"{source}: {knob} range must have low <= high and a positive integer step, got {spec}")
+        return Domain(low=low, high=high, step=step)
+    values = spec if isinstance(spec, list) else [spec]
+    if not values:
+        raise UsageError(f"{source}: {knob} has no values")
+    parsed = []
+    for value in values:
+        v = parse_value(knob, value)
+        if v not in parsed:
+            parsed.append(v)
+    return Domain(choices=tuple(parsed))
+
+
+def load_file(path: str) -> dict[str, Domain]:
+    """Domains from a --space YAML file."""
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text())
+    except OSError:
+        raise UsageError(f"space file not found: {path}") from None
+    except yaml.YAMLError:
+        raise UsageError(f"space file is not valid YAML: {path}") from None
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"space file {path} must map knobs to a list of values or {{low, high, step}}")
+    return {str(k): _parse_domain(str(k), v, path) for k, v in data.items()}
+
+
+def parse_fix(items: list[str]) -> dict[str, Domain]:
+    """Domains pinned by ``--fix KNOB=VALUE``."""
+    fixed = {}
+    for item in items:
+        knob, sep, value = item.partition("=")
+        if not sep or not value:
+            raise UsageError(f"--fix expects KNOB=VALUE, got {item!r}")
+        fixed[knob.strip()] = Domain(choices=(parse_value(knob.strip(), value),))
+    return fixed
+
+
+def parse_baseline(text: str | None) -> Knobs:
+    """The user's current settings in the trainer's ``key=value`` form; unknown keys are an error.
+
+    Keys the trainer has but speedopt does not tune (epochs, data, device, ...) are ignored.
+    """
+    knobs = Knobs()
+    if not text:
+        return knobs
+    ignored = {"data", "epochs", "device", "project", "name", "exist_ok", "patience", "seed", "optimizer"}
+    values = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--baseline expects key=value pairs like 'model=yolov5s imgsz=640', got {item!r}")
+        key = {"batch_size": "batch", "img": "imgsz", "weights": "model"}.get(key, key)
+        if key in ignored:
+            continue
+        values[key] = parse_value(key, value)
+    return dataclasses.replace(knobs, **values)

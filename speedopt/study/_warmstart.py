@@ -1,0 +1,140 @@
+"""Start a search from what another machine's study learned.
+
+The source study's best feasible configs are adapted to this machine (workers clipped to the cores
+here, cache=ram dropped where it does not fit here, batch bounded by this machine's space, AMP
+dropped without CUDA, every value brought inside this study's space) and enqueued right after the
+baseline. Its quality probes are reused when the dataset fingerprint matches: accuracy does not
+depend on the machine, throughput does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from speedopt.knobs import Knobs
+from speedopt.machine import MachineKey
+from speedopt.quality import cache_entries
+from speedopt.study._record import ranked, records
+from speedopt.study._space import Space
+from speedopt.study._storage import find_study, open_storage
+from speedopt.study._transfer import split_source
+
+TOP = 3
+
+
+def _inside(values: tuple[Any, ...], value: Any, fallback: Any) -> Any:
+    """``value`` if the domain holds it, else the largest domain value below it (numbers), else ``fallback``."""
+    if value in values:
+        return value
+    numbers = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if isinstance(value, int) and not isinstance(value, bool) and numbers:
+        below = [v for v in numbers if v <= value]
+        return max(below) if below else min(numbers)
+    return fallback if fallback in values else values[0]
+
+
+def adapt(
+    knobs: Knobs, space: Space, baseline: Knobs, cores: int, cuda: bool, ram_fits: Callable[[Knobs], bool]
+) -> tuple[Knobs, list[str]]:
+    """The config as it can run here, and what changed and why."""
+    changes: list[str] = []
+    values = knobs.to_dict()
+    if values["workers"] > cores:
+        changes.append(f"workers {values['workers']} -> {cores}: this machine has {cores} cores")
+        values["workers"] = cores
+    if values["amp"] and not cuda:
+        changes.append("amp on -> off: no CUDA here")
+        values["amp"] = False
+    if values["cache"] == "ram" and not ram_fits(Knobs(**values)):
+        changes.append("cache=ram -> none: the decoded images do not fit in this machine's RAM")
+        values["cache"] = "none"
+    base = baseline.to_dict()
+    for name, domain in space.domains.items():
+        inside = _inside(domain.values(), values[name], base[name])
+        if inside != values[name]:
+            why = "this machine's batch range" if name == "batch" else "this study's space"
+            changes.append(f"{name} {values[name]} -> {inside}: outside {why}")
+            values[name] = inside
+    return Knobs(**values), changes
+
+
+@dataclass(frozen=True)
+class WarmConfig:
+    """One source config, as measured there and as it runs here."""
+
+    source_trial: int
+    source_images_per_s: float
+    source_config: Knobs
+    knobs: Knobs
+    changes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source_trial": self.source_trial,
+            "source_images_per_s": self.source_images_per_s,
+            "source_config": self.source_config.to_dict(),
+            "knobs": self.knobs.to_dict(),
+            "changes": list(self.changes),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WarmConfig:
+        return cls(
+            int(data["source_trial"]),
+            float(data["source_images_per_s"]),
+            Knobs.from_dict(data["source_config"]),
+            Knobs.from_dict(data["knobs"]),
+            tuple(data["changes"]),
+        )
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """What was taken from the source study and how it was adapted."""
+
+    source: str
+    study: str
+    machine: MachineKey
+    same_dataset: bool
+    configs: tuple[WarmConfig, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "study": self.study,
+            "machine": self.machine.to_dict(),
+            "same_dataset": self.same_dataset,
+            "configs": [c.to_dict() for c in self.configs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WarmStart:
+        configs = tuple(WarmConfig.from_dict(c) for c in data["configs"])
+        return cls(data["source"], data["study"], MachineKey.from_dict(data["machine"]), bool(data["same_dataset"]), configs)
+
+
+def plan(
+    source: str, space: Space, baseline: Knobs, cores: int, cuda: bool, ram_fits: Callable[[Knobs], bool], dataset_id: str
+) -> tuple[WarmStart, dict[str, Any]]:
+    """Read the source study; return the adapted configs and the probe-cache entries to reuse."""
+    url, name = split_source(source)
+    study = find_study(url, name)
+    same = study.user_attrs.get("dataset", {}).get("id") == dataset_id
+    configs: list[WarmConfig] = []
+    taken, seen = {baseline}, set()
+    for record in ranked(records(study)):
+        if record.config in seen:  # the same config measured twice there: take it once
+            continue
+        seen.add(record.config)
+        adapted, changes = adapt(record.config, space, baseline, cores, cuda, ram_fits)
+        if adapted in taken:  # two source configs may become one here: measure it once
+            continue
+        taken.add(adapted)
+        configs.append(WarmConfig(record.number, record.images_per_s or 0.0, record.config, adapted, tuple(changes)))
+        if len(configs) == TOP:
+            break
+    entries = cache_entries(open_storage(url), dataset_id) if same else {}
+    machine = MachineKey.from_dict(study.user_attrs.get("machine", {}).get("key", {}))
+    return WarmStart(source, study.study_name, machine, same, tuple(configs)), entries

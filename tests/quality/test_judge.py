@@ -1,0 +1,133 @@
+"""The mAP-loss constraint on real probes: real training from scratch on CPU, real validation."""
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from speedopt import data as demo_data
+from speedopt import quality
+from speedopt.data import load
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.status import Status
+from tests.conftest import run_cli
+
+
+def test_parse_max_loss():
+    assert quality.parse_max_loss("0.01") == quality.MaxLoss(0.01, False)
+    assert quality.parse_max_loss("2%") == quality.MaxLoss(0.02, True)
+    assert quality.parse_max_loss("2%").allowed(0.5) == pytest.approx(0.01)
+    for bad in ("abc", "-0.1", "-1%", "nan"):
+        with pytest.raises(UsageError):
+            quality.parse_max_loss(bad)
+
+
+def test_signature_holds_only_accuracy_knobs():
+    a = Knobs(model="yolov5n", imgsz=320, batch=8, workers=0, cache="none", amp=False, freeze=0)
+    b = Knobs(model="yolov5n", imgsz=320, batch=8, workers=2, cache="ram", amp=False, freeze=0)
+    assert quality.signature(a) == quality.signature(b)
+    assert set(quality.signature(a)) == {"model", "imgsz", "freeze", "batch", "amp"}
+
+
+def test_verdict_constraint():
+    sig, F = {}, quality.Feasibility
+    assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.02, allowed=0.01, spread=0.015).constraint() == pytest.approx(-0.005)
+    assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.03)
+    assert quality.Verdict(sig, F.UNPROBED).constraint() == 0.0
+    assert quality.Verdict(sig, F.REJECTED).constraint() == 1.0
+
+
+def test_verdict_attrs_store_feasible_as_true_false_or_unknown():
+    sig, F = {"model": "yolov5n"}, quality.Feasibility
+    assert quality.Verdict(sig, F.FEASIBLE).attrs()["feasible"] is True
+    assert quality.Verdict(sig, F.REJECTED).attrs()["feasible"] is False
+    assert quality.Verdict(sig, F.UNPROBED).attrs()["feasible"] == "unknown"
+    unmeasured = quality.not_measured(Knobs(), Status.OOM)
+    assert unmeasured.feasibility is F.NOT_MEASURED and unmeasured.attrs()["feasible"] == "unknown"
+
+
+def test_policy_checks(demo_yaml, tmp_path):
+    ds = load(demo_yaml)
+    with pytest.raises(UsageError, match="--weights file not found"):
+        quality.make_policy("probe", "0.01", 3, 0.5, str(tmp_path / "none.pt"), ds)
+    fake = tmp_path / "fake.pt"
+    fake.write_text("not a checkpoint")
+    with pytest.raises(UsageError, match="not a YOLO checkpoint"):
+        quality.make_policy("probe", "0.01", 3, 0.5, str(fake), ds)
+    with pytest.raises(UsageError, match="--probe-fraction"):
+        quality.make_policy("probe", "0.01", 3, 0, None, ds)
+    assert quality.make_policy("off", "0.01", 0, 0, None, ds).mode == "off"
+
+
+def test_val_split_without_labels_is_refused(tmp_path):
+    yaml_path = demo_data.generate(tmp_path / "d", demo_data.DemoSpec(train=4, val=2, width=64, height=64))
+    for label in (yaml_path.parent / "labels" / "val").iterdir():
+        label.write_text("")
+    done = run_cli("search", "--data", str(yaml_path), "--trials", "1", "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 2 and "val split has no labels" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "studies").exists()  # nothing created
+
+
+@pytest.mark.parametrize("value", ["lots", "-0.5"])
+def test_bad_max_loss_exit_2(demo_yaml, tmp_path, value):
+    done = run_cli("search", "--data", str(demo_yaml), "--max-map-loss", value, "--device", "cpu", cwd=tmp_path)
+    assert done.returncode == 2 and "--max-map-loss" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def learnable(tmp_path_factory):
+    """64 train images the probe budget below learns from scratch (baseline mAP50-95 ~0.05 at 160 px)."""
+    root = tmp_path_factory.mktemp("learn") / "shapes"
+    return demo_data.generate(root, demo_data.DemoSpec(train=64, val=16, width=160, height=120, seed=1))
+
+
+def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("model: [yolov5n]\nimgsz: [32, 160]\nbatch: [8]\nfreeze: [0]\ncache: [none]\nworkers: [2]\n")
+    url = f"sqlite:///{tmp_path}/q.db"
+    common = [
+        "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),
+        "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3",
+        "--warmup", "1", "--device", "cpu", "--probe-epochs", "30", "--probe-fraction", "1", "--no-report",
+    ]
+    tight = run_cli(*common, "--max-map-loss", "0.01", "--study", "tight", cwd=tmp_path, timeout=1200)
+    assert tight.returncode == 0, tight.stderr
+    trials = optuna.load_study(study_name="tight", storage=url).get_trials(states=(TrialState.COMPLETE,))
+    base, small = trials
+    assert base.user_attrs["feasible"] is True and base.user_attrs["probes_run"] == 0
+    assert small.user_attrs["config"]["imgsz"] == 32
+    assert small.user_attrs["probes_run"] == 3  # baseline with two seeds, then the candidate
+    ref, cand = small.user_attrs["baseline_map50_95"], small.user_attrs["probe_map50_95"]
+    assert ref > quality.LOW_MAP / 2, "the baseline probe learned nothing: the test budget is too small"
+    assert small.user_attrs["map_loss"] == pytest.approx(ref - cand)
+    assert small.user_attrs["map_loss"] > 0.01 + small.user_attrs["map_spread"]
+    assert small.user_attrs["feasible"] is False and small.constraints["map_loss"] > 0
+    assert "best: trial 0:" in tight.stdout and "3 probe(s) ran" in tight.stdout
+
+    loose = run_cli(*common, "--max-map-loss", "0.5", "--study", "loose", cwd=tmp_path, timeout=600)
+    assert loose.returncode == 0, loose.stderr
+    trials = optuna.load_study(study_name="loose", storage=url).get_trials(states=(TrialState.COMPLETE,))
+    small = trials[1]
+    assert small.user_attrs["probes_run"] == 0 and small.user_attrs["probe_cache_hits"] == 3  # second process, cache
+    assert small.user_attrs["probe_map50_95"] == pytest.approx(cand)
+    assert small.user_attrs["feasible"] is True
+    assert "best: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
+
+
+def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path}/off.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1", "--device", "cpu",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    names = [s.study_name for s in optuna.get_all_study_summaries(url)]
+    assert quality.CACHE_STUDY not in names  # no probe ever ran
+    study = optuna.load_study(study_name=names[0], storage=url)
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        assert set(t.params) <= {"workers", "cache"}
+        cfg = t.user_attrs["config"]
+        assert (cfg["model"], cfg["imgsz"], cfg["batch"], cfg["freeze"]) == ("yolov5n", 128, 4, 0)
+        assert t.user_attrs["probes_run"] == 0 and t.user_attrs["feasible"] is True
+    assert "quality off" in done.stdout

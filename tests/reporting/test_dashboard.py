@@ -1,0 +1,106 @@
+"""The real optuna-dashboard over HTTP on 127.0.0.1, serving a study made by a real search."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+from tests.conftest import free_port
+
+
+def _serve(work, url):
+    port = free_port()
+    log = open(work / f"dashboard-{port}.log", "w")  # a file, not a pipe: request logs never block the server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "speedopt", "dashboard", "--storage", url, "--port", str(port)],
+        cwd=work, stdout=log, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/meta", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"dashboard did not start: {open(log.name).read()[-2000:]}")
+            time.sleep(0.3)
+    return proc, base
+
+
+@pytest.fixture(scope="module")
+def dashboard(small_study):
+    work, url, name = small_study
+    proc, base = _serve(work, url)
+    yield base, name
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def test_api_has_the_study_its_trials_objective_and_note(dashboard):
+    base, name = dashboard
+    summaries = _get(f"{base}/api/studies")["study_summaries"]
+    (summary,) = [s for s in summaries if s["study_name"] == name]
+    detail = _get(f"{base}/api/studies/{summary['study_id']}")
+    assert detail["objective_names"] == ["images/s"]
+    assert len(detail["trials"]) == 3
+    attrs = {a["key"] for a in detail["trials"][0]["user_attrs"]}
+    assert {"status", "images_per_s", "data_wait_fraction", "peak_ram_mb", "config", "feasible"} <= attrs
+    note = detail["note"]["body"]
+    assert note.startswith(f"# speedopt report: {name}") and "## 2. Baseline vs recommended" in note
+
+
+def test_binds_to_loopback_by_default():
+    from speedopt.cli import build_parser
+
+    args = build_parser().parse_args(["dashboard"])
+    assert args.host == "127.0.0.1"
+
+
+def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("Debian's chromium is not installed here (.ci/run installs it where it can)")
+    base, name = dashboard
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=15000"]
+    summaries = _get(f"{base}/api/studies")["study_summaries"]
+    study_id = next(s["study_id"] for s in summaries if s["study_name"] == name)
+    page = f"{base}/dashboard/studies/{study_id}"
+    dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert name in dom.stdout  # the single-page app fetched the study and rendered it
+    shot = tmp_path / "study.png"
+    subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
+    url = f"sqlite:///{tmp_path}/best.db"
+    study = optuna.create_study(study_name="rejected-fastest", storage=url, direction="maximize")
+    for ips, feasible in ((100.0, False), (50.0, True), (20.0, True)):
+        study.add_trial(create_trial(
+            state=TrialState.COMPLETE, value=ips, user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible},
+            system_attrs={"constraints:map_loss": -0.01 if feasible else 0.02},  # as Trial.set_constraint stores them
+        ))
+    proc, base = _serve(tmp_path, url)
+    try:
+        study_id = _get(f"{base}/api/studies")["study_summaries"][0]["study_id"]
+        best = _get(f"{base}/api/studies/{study_id}")["best_trials"]
+        assert [t["number"] for t in best] == [1] == [study.best_trial.number]  # Optuna's own view agrees
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,144 @@
+"""Real searches of the Ultralytics trainer on the demo data, on CPU, with real SQLite storages."""
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from speedopt.quality import CACHE_STUDY
+from tests.conftest import run_cli
+
+# Search mechanics only: accuracy probes are tested in test_quality.py.
+FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off"]
+BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
+
+
+@pytest.fixture
+def space_file(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("model: [yolov5n]\nimgsz: [96, 128]\nbatch: [2, 4]\nfreeze: [0]\ncache: [none, disk]\n")
+    return path
+
+
+def _study(url):
+    (summary,) = [s for s in optuna.get_all_study_summaries(url) if s.study_name != CACHE_STUDY]
+    return optuna.load_study(study_name=summary.study_name, storage=url)
+
+
+def _trial_processes():
+    return [p for p in psutil.process_iter(["cmdline"]) if "speedopt.measure._child" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file, tmp_path):
+    args = ["search", "--data", str(demo_yaml), "--trials", "4", "--space", str(space_file), "--baseline", BASELINE, *FAST]
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    url = f"sqlite:///{tmp_path}/studies/speedopt.db"  # the default storage, relative to the working dir
+    study = _study(url)
+    assert study.study_name.startswith("shapes-cpu-")
+    trials = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(trials) == 4
+    first = trials[0]
+    assert first.number == 0 and first.user_attrs["role"] == "baseline"
+    assert first.user_attrs["config"]["imgsz"] == 128 and first.user_attrs["config"]["batch"] == 4
+    for t in trials:
+        assert t.user_attrs["status"] in ("ok", "oom", "timeout", "infeasible", "error")
+        for key in ("images_per_s", "data_wait_fraction", "setup_s", "peak_ram_mb", "config", "engine_version"):
+            assert key in t.user_attrs
+        if t.user_attrs["status"] == "ok":
+            assert t.value == pytest.approx(t.user_attrs["images_per_s"])
+    attrs = study.user_attrs
+    assert attrs["dataset"]["train_images"] == 48 and attrs["dataset"]["train_bytes"] > 0
+    assert attrs["machine"]["key"]["cpu_cores"] == len(os.sched_getaffinity(0))
+    assert attrs["machine"]["ram_total_gb"] > 0 and "disk_free_gb" in attrs["machine"]
+    assert attrs["baseline"]["model"] == "yolov5n" and attrs["space"]["cache"] == {"choices": ["none", "disk"]}
+    assert attrs["engine"] == "ultralytics" and attrs["speedopt_version"]
+    assert study.metric_names == ["images/s"]
+    assert "speedup over the baseline" in done.stdout and "yolo detect train" in done.stdout
+    best = max((t for t in trials if t.user_attrs["status"] == "ok"), key=lambda t: t.value)
+    assert f"best: trial {best.number}:" in done.stdout
+
+    again = run_cli(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "4 of 4 trials complete" in again.stderr
+    assert len(_study(url).trials) == 4  # nothing re-run
+
+    changed = run_cli(*[a if a != BASELINE else "model=yolov5n imgsz=96" for a in args], cwd=tmp_path)
+    assert changed.returncode == 2 and "--study NEW_NAME" in changed.stderr
+    assert len(_study(url).trials) == 4  # the study is untouched
+
+
+def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    # 48 images of 160x120 at imgsz 160: ~5.5 MB with the trainer's 100 % margin; allow 1 MB.
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--baseline", BASELINE,
+        "--fix", "cache=ram", "--fix", "imgsz=160", "--fix", "model=yolov5n", "--fix", "freeze=0",
+        "--fix", "batch=4", "--ram-limit", "0.001", *FAST, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    trials = _study(url).get_trials(states=(TrialState.COMPLETE,))
+    assert [t.user_attrs["status"] for t in trials] == ["ok", "infeasible", "infeasible"]
+    for t in trials[1:]:
+        assert "cache=ram needs about" in t.user_attrs["message"] and "--ram-limit" in t.user_attrs["message"]
+        assert t.user_attrs["measure_started_at"] is None  # rejected without running
+        assert t.value == 0.0 and t.constraints["measured"] == 1.0
+
+
+def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url,
+            "--space", str(space_file), "--baseline", BASELINE, *FAST]
+    search = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    child = None
+    while time.monotonic() < deadline and child is None:
+        kids = [p for p in psutil.Process(search.pid).children(recursive=True) if "speedopt.measure._child" in " ".join(p.cmdline())]
+        child = kids[0] if kids else None
+        time.sleep(0.2)
+    assert child is not None, "no trial started"
+    time.sleep(1.0)
+    os.kill(search.pid, signal.SIGKILL)
+    search.wait()
+    _gone, alive = psutil.wait_procs([child], timeout=10)
+    assert not alive, "the trial process outlived its killed parent"
+
+    running = _study(url).get_trials(states=(TrialState.RUNNING,))
+    assert len(running) == 1
+    done = run_cli(*argv[3:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"trial(s) {running[0].number} were interrupted" in done.stderr
+    study = _study(url)
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 3
+    (failed,) = study.get_trials(states=(TrialState.FAIL,))
+    assert failed.number == running[0].number
+    retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == failed.number]
+    assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
+    assert retried[0].params == failed.params
+    assert _trial_processes() == []
+
+
+def test_two_searches_on_one_host_never_measure_at_once(demo_yaml, space_file, tmp_path):
+    procs = []
+    for name in ("a", "b"):
+        argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "2",
+                "--storage", f"sqlite:///{tmp_path}/{name}.db", "--space", str(space_file), "--baseline", BASELINE, *FAST]
+        procs.append(subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert any("waiting for the host measurement lock" in err for _, err in outputs)
+    spans = sorted(
+        (t.user_attrs["measure_started_at"], t.user_attrs["measure_ended_at"])
+        for name in ("a", "b")
+        for t in _study(f"sqlite:///{tmp_path}/{name}.db").trials
+    )
+    assert len(spans) == 4
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start, spans
