@@ -14,8 +14,8 @@ import statistics
 import tempfile
 import time
 
-from speedopt import demo_data, trial
-from speedopt.knobs import Knobs
+import speedopt
+from speedopt import data
 
 
 def main() -> None:
@@ -26,12 +26,14 @@ def main() -> None:
     parser.add_argument("--imgsz", type=int, default=160)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        data = demo_data.generate(f"{tmp}/demo", demo_data.DemoSpec(train=128, val=16, width=320, height=240))
-        knobs = Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=2)
+        demo = data.generate(f"{tmp}/demo", data.DemoSpec(train=128, val=16, width=320, height=240))
+        knobs = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=2)
         rows = []
         for _ in range(args.repeats):
             started = time.monotonic()
-            result = trial.run(trial.prepare(str(data), knobs, device="cpu", steps=args.steps, warmup=args.warmup))
+            result = speedopt.trial(str(demo), knobs, device="cpu", steps=args.steps, warmup=args.warmup)
+            if not result.ok:
+                raise SystemExit(f"trial ended {result.status.value}: {result.message}")
             rows.append((time.monotonic() - started, result))
     print(f"{'wall s':>8} {'setup s':>8} {'measured s':>10} {'images/s':>9} {'overhead':>9}")
     for wall, r in rows:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any, NoReturn
 
 from speedopt import defaults
+from speedopt.engines import NAMES
 
 
 class Parser(argparse.ArgumentParser):
@@ -44,8 +45,6 @@ def add_study(parser: argparse.ArgumentParser, required: bool = False, default_h
 
 def add_engine(parser: argparse.ArgumentParser) -> None:
     """--engine and --yolov5-dir: which trainer a trial measures."""
-    from speedopt.engines import NAMES
-
     parser.add_argument(
         "--engine", default="ultralytics", choices=NAMES,
         help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",

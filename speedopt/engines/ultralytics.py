@@ -120,27 +120,6 @@ class UltralyticsEngine(Engine):
 
         knobs = run.knobs
         _patch_module()
-        overrides = {
-            "model": model_argument(knobs.model),
-            "data": run.data_yaml,
-            "imgsz": knobs.imgsz,
-            "batch": knobs.batch,
-            "workers": knobs.workers,
-            "cache": False if knobs.cache == "none" else knobs.cache,
-            "amp": knobs.amp,
-            "freeze": knobs.freeze or None,
-            "device": run.device,
-            "epochs": run.epochs,
-            "optimizer": optimizer_for(run.images_total, knobs.batch, run.epochs),
-            "fraction": run.images if run.images < run.images_total else 1.0,
-            "project": str(run.workdir),
-            "name": "train",
-            "exist_ok": True,
-            "plots": False,
-            "val": False,
-            "save": False,
-            "seed": run.seed,
-        }
         seen: dict[str, Any] = {}  # filled by the hooks below
         images = {"last": knobs.batch}
 
@@ -173,7 +152,7 @@ class UltralyticsEngine(Engine):
         hooks["on_train_start"].append(check_setup)
         hooks["on_train_batch_start"].append(batch_start)
         hooks["on_train_batch_end"].append(batch_end)
-        trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
+        trainer = DetectionTrainer(overrides=_train_overrides(run), _callbacks=hooks)
         builds, _ = _patch_trainer(trainer, images)
         try:
             trainer.train()
@@ -194,6 +173,32 @@ class UltralyticsEngine(Engine):
             val_build_s=builds.get("val"),
             val_images=len(trainer.test_loader.dataset),
         )
+
+
+def _train_overrides(run: TrainRun) -> dict[str, Any]:
+    """The trainer's arguments for a speed trial: the knobs, the full run's schedule, nothing saved."""
+    knobs = run.knobs
+    return {
+        "model": model_argument(knobs.model),
+        "data": run.data_yaml,
+        "imgsz": knobs.imgsz,
+        "batch": knobs.batch,
+        "workers": knobs.workers,
+        "cache": False if knobs.cache == "none" else knobs.cache,
+        "amp": knobs.amp,
+        "freeze": knobs.freeze or None,
+        "device": run.device,
+        "epochs": run.epochs,
+        "optimizer": optimizer_for(run.images_total, knobs.batch, run.epochs),
+        "fraction": run.images if run.images < run.images_total else 1.0,
+        "project": str(run.workdir),
+        "name": "train",
+        "exist_ok": True,
+        "plots": False,
+        "val": False,
+        "save": False,
+        "seed": run.seed,
+    }
 
 
 def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:

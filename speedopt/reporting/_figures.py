@@ -5,12 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from speedopt.quality import Feasibility
 from speedopt.reporting._gather import rows
+from speedopt.status import Status
 
 if TYPE_CHECKING:
     import pandas as pd
 
-STATUS_COLOURS = {"ok": "tab:blue", "oom": "tab:red", "timeout": "tab:orange", "infeasible": "tab:gray", "error": "black"}
+STATUS_COLOURS = {
+    Status.OK.value: "tab:blue",
+    Status.OOM.value: "tab:red",
+    Status.TIMEOUT.value: "tab:orange",
+    Status.INFEASIBLE.value: "tab:gray",
+    Status.ERROR.value: "black",
+}
 
 
 def _pyplot() -> Any:
@@ -40,9 +48,9 @@ def history(table: pd.DataFrame, path: Path) -> Path:
     line = []
     for row in rows(table):
         speed = float(row["images_per_s"] or 0.0)
-        marker = "x" if row["feasibility"] == "rejected" else "o"
+        marker = "x" if row["feasibility"] == Feasibility.REJECTED.value else "o"
         ax.scatter(row["number"], speed, c=STATUS_COLOURS.get(str(row["status"]), "black"), marker=marker)
-        if row["feasibility"] == "feasible" and row["status"] == "ok":
+        if row["feasibility"] == Feasibility.FEASIBLE.value and row["status"] == Status.OK.value:
             best = max(best or 0.0, speed)
         line.append(best if best is not None else float("nan"))
     ax.step(list(table["number"]), line, where="post", c="tab:green", label="best feasible")
@@ -57,7 +65,7 @@ def history(table: pd.DataFrame, path: Path) -> Path:
 def knobs(table: pd.DataFrame, names: list[str], path: Path) -> Path:
     """Measured images/s against each searched knob's values (ok trials only)."""
     plt = _pyplot()
-    ok = table[table["status"] == "ok"]
+    ok = table[table["status"] == Status.OK.value]
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3.2), squeeze=False)
     for ax, name in zip(axes[0], names):
         values = [str(v) for v in ok[f"config_{name}"]]
@@ -77,7 +85,7 @@ def speed_vs_map(table: pd.DataFrame, threshold: float | None, path: Path) -> Pa
     probed = table[table["probe_map50_95"].notna()] if "probe_map50_95" in table.columns else table.iloc[0:0]
     for row in rows(probed):
         point = (row["probe_map50_95"], row["images_per_s"])
-        ax.scatter(*point, c="tab:green" if row["feasibility"] == "feasible" else "tab:red")
+        ax.scatter(*point, c="tab:green" if row["feasibility"] == Feasibility.FEASIBLE.value else "tab:red")
         ax.annotate(str(row["number"]), point, textcoords="offset points", xytext=(4, 4))
     if threshold is not None:
         top = max([threshold, *[float(v) for v in probed["probe_map50_95"]]])

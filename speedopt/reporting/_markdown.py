@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from speedopt import engines
 from speedopt.errors import UsageError
 from speedopt.knobs import knobs_text
 from speedopt.measure import ValidationTime
+from speedopt.quality import Feasibility
 from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommend
+from speedopt.status import Status
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome, records
 
 if TYPE_CHECKING:
@@ -177,7 +180,7 @@ def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
     lines = ["## 5. Trials", "", "Top feasible trials (measured ok, accuracy kept):", "",
              "| # | config | images/s | vs baseline | data wait | mAP50-95 | mAP loss |", "|---|---|---|---|---|---|---|"]
     base_ips = base.images_per_s if base and base.result.ok else None
-    feasible = table[(table["status"] == "ok") & (table["feasibility"] == "feasible")]
+    feasible = table[(table["status"] == Status.OK.value) & (table["feasibility"] == Feasibility.FEASIBLE.value)]
     for row in rows(feasible.sort_values("images_per_s", ascending=False).head(10)):
         speed = float(row["images_per_s"])
         ratio = f"{speed / base_ips:.2f}x" if base_ips else "-"
@@ -189,7 +192,7 @@ def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
         return lines + ["none", ""]
     lines += ["| # | config | status | reason |", "|---|---|---|---|"]
     for row in rows(others):
-        failed = row["status"] != "ok"
+        failed = row["status"] != Status.OK.value
         label = row["status"] if failed else row["feasibility"]
         reason = row["message"] if failed else row["quality_reason"]
         lines.append(f"| {row['number']} | {row['config']} | {label} | {_cell(str(reason))} |")
@@ -208,11 +211,12 @@ def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[in
     return lines + [""]
 
 
-def _importance(study: optuna.Study) -> list[str]:
+def _importance(study: optuna.Study, done: list[TrialRecord]) -> list[str]:
     import optuna
 
     lines = ["## 7. Parameter importance and figures", ""]
-    ok = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("status") == "ok" and t.params]
+    measured = {r.number for r in done if r.result.ok}
+    ok = [t for t in study.get_trials(deepcopy=False) if t.number in measured and t.params]
     if len(ok) < 3:
         return lines + [f"only {len(ok)} trials measured ok: too few for parameter importance", ""]
     scratch = optuna.create_study(direction="maximize")
@@ -242,6 +246,10 @@ def _projections(
     """The full-run estimate of the baseline and the recommended trial, each with a timed validation pass."""
     out: dict[int, Projection | None] = {}
     notes = []
+    p = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+    if measure_validation and not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
+        notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
+        measure_validation = False
     for r in pair:
         if r is None or not r.result.ok or r.number in out:
             continue
@@ -272,7 +280,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
     md += _projection(epochs, pb, pr, val_notes) + _command(recommend(study), epochs) + _warm_start(p, done)
-    md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study)
+    md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     md += [f"![optimisation history]({study.study_name}/{figs[0].name})", "",
            f"![throughput against each knob]({study.study_name}/{figs[1].name})", "",
            f"![speed vs mAP50-95]({study.study_name}/{figs[2].name})", ""]

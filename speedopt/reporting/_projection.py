@@ -91,5 +91,5 @@ def validation_time(study: optuna.Study, knobs: Knobs, timeout_s: float = defaul
     timed = outcome.validation()
     if timed is None:
         return outcome
-    study.set_user_attr(key, {"status": "ok", "val_s": timed.seconds, "val_images": timed.images})
+    study.set_user_attr(key, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images})
     return timed

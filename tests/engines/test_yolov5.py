@@ -44,6 +44,7 @@ def _tiny(**change):
     return Knobs(**{**dict(model="yolov5n", imgsz=128, batch=4, workers=0), **change})
 
 
+@pytest.mark.slow
 def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, demo_yaml, tmp_path):
     before = _tree(demo_yaml.parent)
     done = run_cli("trial", "--data", str(demo_yaml), *TINY, *CLASSIC, "--workers", "2", "--amp", "on", "--json", cwd=tmp_path)
@@ -66,6 +67,7 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, demo_ya
     assert all(after[k] == v for k, v in before.items() if not k.endswith(".cache"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache, freeze", [("ram", 0), ("disk", 3)])
 def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_yaml, cache, freeze):
     request = measure.prepare(str(demo_yaml), _tiny(cache=cache, freeze=freeze, imgsz=100, workers=1), device="cpu",
@@ -78,6 +80,7 @@ def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_
     assert not list(demo_yaml.parent.rglob("*.npy"))  # train.py reads a leftover .npy in every cache mode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, says",
     [
@@ -91,6 +94,7 @@ def test_a_knob_train_py_would_change_is_rejected(classic, demo_yaml, change, sa
     assert says in result.message
 
 
+@pytest.mark.slow
 def test_a_checkout_folder_is_imported_from_there(classic, demo_yaml):
     # The package folder has a checkout's layout (train.py, utils/, models/); without .git its version is "checkout".
     folder = Path(importlib.util.find_spec("yolov5").origin).parent
@@ -101,6 +105,7 @@ def test_a_checkout_folder_is_imported_from_there(classic, demo_yaml):
     assert result.engine_version == "checkout" and result.network_blocked == ()
 
 
+@pytest.mark.slow
 def test_classic_search_prints_a_train_py_command_that_parses_back_to_the_best(classic, demo_yaml, tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("model: [yolov5n]\nimgsz: [96, 128]\nbatch: [2, 4]\nfreeze: [0]\ncache: [none, disk]\n")
@@ -153,6 +158,7 @@ def test_bad_yolov5_dir_exit_2_one_line(demo_yaml, tmp_path, command_name, kind,
     assert not (tmp_path / "studies").exists()  # nothing made before the input was checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["probe", "validate"])
 def test_classic_probe_and_timed_validation_jobs(classic, demo_yaml, kind):
     """The classic engine's quality probe (val mAP after a fixed budget) and timed validation pass, real and offline."""

@@ -23,6 +23,7 @@ def _tiny(**change):
     return Knobs(**{**base, **change})
 
 
+@pytest.mark.slow
 def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     before = _tree(demo_yaml.parent)
     done = run_cli("trial", "--data", str(demo_yaml), *TINY, "--workers", "2", "--amp", "on", "--json", cwd=tmp_path)
@@ -48,6 +49,7 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     assert all(after[k] == v for k, v in before.items() if not k.endswith(".cache"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_workers_knob_reaches_the_trainer(demo_yaml, workers):
     # On CPU Ultralytics forces workers=0; speedopt restores the requested value.
@@ -56,6 +58,7 @@ def test_workers_knob_reaches_the_trainer(demo_yaml, workers):
     assert result.config.workers == workers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", ["none", "ram", "disk"])
 def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
     result = measure.run_trial(measure.prepare(str(demo_yaml), _tiny(cache=cache), device="cpu", steps=3, warmup=1))
@@ -64,6 +67,7 @@ def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
     assert not list(demo_yaml.parent.rglob("*.npy"))  # later trials would read leftover .npy in any mode
 
 
+@pytest.mark.slow
 def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
     request = measure.prepare(str(demo_yaml), _tiny(freeze=3, imgsz=100), device="cpu", steps=2, warmup=1)
     assert request.knobs.imgsz == 128 and any("multiple of 32" in n for n in request.notes)
@@ -72,6 +76,7 @@ def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
     assert result.config.freeze == 3 and result.config.imgsz == 128
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_trial(demo_yaml):
     request = measure.prepare(str(demo_yaml), _tiny(workers=2), device="cpu", steps=50, warmup=1, timeout_s=4)
     mine = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -83,6 +88,7 @@ def test_timeout_kills_the_whole_trial(demo_yaml):
     assert left == []
 
 
+@pytest.mark.slow
 def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("nc: 3\nbackbone: [[-1, 1, NoSuchModule, [16]]]\nhead: []\n")

@@ -81,6 +81,7 @@ def learnable(tmp_path_factory):
     return demo_data.generate(root, demo_data.DemoSpec(train=64, val=16, width=160, height=120, seed=1))
 
 
+@pytest.mark.slow
 def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("model: [yolov5n]\nimgsz: [32, 160]\nbatch: [8]\nfreeze: [0]\ncache: [none]\nworkers: [2]\n")
@@ -114,6 +115,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
     assert "best: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
 
 
+@pytest.mark.slow
 def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/off.db"
     done = run_cli(

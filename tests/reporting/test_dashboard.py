@@ -49,6 +49,7 @@ def _get(url):
         return json.loads(answer.read())
 
 
+@pytest.mark.slow
 def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     base, name = dashboard
     summaries = _get(f"{base}/api/studies")["study_summaries"]
@@ -69,6 +70,7 @@ def test_binds_to_loopback_by_default():
     assert args.host == "127.0.0.1"
 
 
+@pytest.mark.slow
 def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
@@ -93,7 +95,7 @@ def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
     study = optuna.create_study(study_name="rejected-fastest", storage=url, direction="maximize")
     for ips, feasible in ((100.0, False), (50.0, True), (20.0, True)):
         study.add_trial(create_trial(
-            state=TrialState.COMPLETE, value=ips, user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible},
+            state=TrialState.COMPLETE, value=ips, user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible, "config": {"batch": 8}},
             system_attrs={"constraints:map_loss": -0.01 if feasible else 0.02},  # as Trial.set_constraint stores them
         ))
     proc, base = _serve(tmp_path, url)

@@ -23,12 +23,14 @@ def _trials(url, name):
     return optuna.load_study(study_name=name, storage=url).get_trials(states=(TrialState.COMPLETE,))
 
 
+@pytest.mark.slow
 def test_search_writes_the_report(searched):
     work, _, name = searched
     assert (work / "reports" / f"{name}.md").is_file()
     assert (work / "reports" / name / "history.png").is_file()
 
 
+@pytest.mark.slow
 def test_report_sections_numbers_and_figures(searched, tmp_path):
     work, url, name = searched
     out = run_cli("report", "--storage", url, "--study", name, "--out", str(tmp_path), "--epochs", "50", cwd=work)
@@ -66,6 +68,7 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
         assert f"]({name}/{png.name})" in text  # relative links: the folder can move as a whole
 
 
+@pytest.mark.slow
 def test_best_formats(searched):
     work, url, name = searched
     cli = run_cli("best", "--storage", url, "--study", name, cwd=work).stdout.strip()
@@ -75,6 +78,7 @@ def test_best_formats(searched):
     assert "config:" in yml and "images_per_s:" in yml
 
 
+@pytest.mark.slow
 def test_report_on_missing_or_empty_study_exit_2(searched, tmp_path):
     work, url, _ = searched
     missing = run_cli("report", "--storage", url, "--study", "nope", cwd=work)

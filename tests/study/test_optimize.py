@@ -1,5 +1,6 @@
 """Real searches of the Ultralytics trainer on the demo data, on CPU, with real SQLite storages."""
 
+import importlib.metadata
 import itertools
 import os
 import signal
@@ -36,6 +37,7 @@ def _trial_processes():
     return [p for p in psutil.process_iter(["cmdline"]) if "speedopt.measure._child" in " ".join(p.info["cmdline"] or [])]
 
 
+@pytest.mark.slow
 def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file, tmp_path):
     args = ["search", "--data", str(demo_yaml), "--trials", "4", "--space", str(space_file), "--baseline", BASELINE, *FAST]
     done = run_cli(*args, cwd=tmp_path)
@@ -48,12 +50,16 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     first = trials[0]
     assert first.number == 0 and first.user_attrs["role"] == "baseline"
     assert first.user_attrs["config"]["imgsz"] == 128 and first.user_attrs["config"]["batch"] == 4
-    for t in trials:
-        assert t.user_attrs["status"] in ("ok", "oom", "timeout", "infeasible", "error")
-        for key in ("images_per_s", "data_wait_fraction", "setup_s", "peak_ram_mb", "config", "engine_version"):
-            assert key in t.user_attrs
-        if t.user_attrs["status"] == "ok":
-            assert t.value == pytest.approx(t.user_attrs["images_per_s"])
+    version = importlib.metadata.version("ultralytics")
+    for t in trials:  # every config of this space runs on this machine: each trial must measure ok
+        a = t.user_attrs
+        assert a["status"] == "ok", a["message"]
+        assert a["images_per_s"] > 0 and t.value == pytest.approx(a["images_per_s"])
+        assert 0 <= a["data_wait_fraction"] <= 1 and a["setup_s"] > 0 and a["peak_ram_mb"] > 0
+        assert a["engine"] == "ultralytics" and a["engine_version"] == version
+        assert {k: a["config"][k] for k in t.params} == t.params  # what ran is what the sampler chose
+        assert a["measure_started_at"] < a["measure_ended_at"]
+        assert a["feasible"] is True and t.constraints == {"measured": 0.0, "map_loss": 0.0}  # quality off: every measured trial is feasible
     attrs = study.user_attrs
     assert attrs["dataset"]["train_images"] == 48 and attrs["dataset"]["train_bytes"] > 0
     assert attrs["machine"]["key"]["cpu_cores"] == len(os.sched_getaffinity(0))
@@ -75,6 +81,7 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     assert len(_study(url).trials) == 4  # the study is untouched
 
 
+@pytest.mark.slow
 def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     # 48 images of 160x120 at imgsz 160: ~5.5 MB with the trainer's 100 % margin; allow 1 MB.
@@ -92,6 +99,7 @@ def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_ya
         assert t.value == 0.0 and t.constraints["measured"] == 1.0
 
 
+@pytest.mark.slow
 def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url,
@@ -125,6 +133,7 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     assert _trial_processes() == []
 
 
+@pytest.mark.slow
 def test_two_searches_on_one_host_never_measure_at_once(demo_yaml, space_file, tmp_path):
     procs = []
     for name in ("a", "b"):

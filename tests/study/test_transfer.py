@@ -12,6 +12,7 @@ def _trial_view(t):
             t.datetime_start, t.datetime_complete, t.intermediate_values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["db", "log"])
 def test_export_import_round_trip(small_study, tmp_path, suffix):
     work, url, name = small_study

@@ -4,6 +4,7 @@ no such machine exists here), adapted to this one and run for real."""
 import os
 
 import optuna
+import pytest
 from optuna.trial import TrialState, create_trial
 
 from speedopt import data as dataset
@@ -47,6 +48,7 @@ def test_adapt_explains_every_change():
     assert len(changes) == 4 and any("cores" in c for c in changes) and any("batch 64 -> 16" in c for c in changes)
 
 
+@pytest.mark.slow
 def test_warm_start_from_a_bigger_machine(demo_yaml, tmp_path):
     fid = dataset.fingerprint(dataset.load(demo_yaml)).id
     src = _source(tmp_path / "big.db", fid)

@@ -24,6 +24,7 @@ def _seed_study(demo_yaml, url, name, cwd, trials=1):
     return optuna.load_study(study_name=name, storage=url)
 
 
+@pytest.mark.slow
 def test_worker_refuses_a_study_of_another_kind_of_machine(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/w.db"
     study = _seed_study(demo_yaml, url, "other-machine", tmp_path)
@@ -36,6 +37,7 @@ def test_worker_refuses_a_study_of_another_kind_of_machine(demo_yaml, tmp_path):
     assert len(study.trials) == 1  # nothing ran
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
 def test_two_workers_share_one_postgres_study(demo_yaml, tmp_path):
     name = f"pg-{os.getpid()}"

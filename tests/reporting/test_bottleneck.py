@@ -1,0 +1,64 @@
+"""What limits a trial, from its own numbers: each kind and each piece of advice, forced by its inputs."""
+
+import pytest
+
+from speedopt.knobs import Knobs
+from speedopt.machine import Gpu, MachineFingerprint, MachineKey
+from speedopt.measure import TrialResult
+from speedopt.reporting import Projection, diagnose
+from speedopt.status import Status
+
+CPU = MachineFingerprint(MachineKey("cpu", 8, 32, ()), ram_total_gb=32.0)
+GPU = MachineFingerprint(MachineKey("cpu", 8, 32, ("H200",)), ram_total_gb=32.0, gpus=(Gpu("H200", 10_000),))
+
+
+def _result(device="cpu", **figures):
+    config = figures.pop("config", Knobs(workers=2, cache="none", amp=False))
+    base = dict(images_per_s=10.0, step_s_median=0.5, data_wait_fraction=0.05, cpu_util_mean=90.0, peak_ram_mb=1000.0)
+    return TrialResult(Status.OK, "", config, config, device, "ultralytics", **{**base, **figures})
+
+
+def test_failed_trials_keep_their_status_and_oom_is_memory_bound():
+    oom = TrialResult(Status.OOM, "CUDA out of memory", Knobs(), Knobs(), "0", "ultralytics")
+    assert diagnose(oom, GPU).kind == "memory-bound"
+    error = TrialResult(Status.ERROR, "boom", Knobs(), Knobs(), "cpu", "ultralytics")
+    assert diagnose(error, CPU).kind == "error"
+
+
+def test_near_the_gpu_or_host_memory_is_memory_bound():
+    assert diagnose(_result("0", peak_gpu_mem_mb=9_500.0, gpu_util_mean=99.0), GPU).kind == "memory-bound"
+    assert "95%" in diagnose(_result("0", peak_gpu_mem_mb=9_500.0), GPU).evidence
+    assert diagnose(_result(peak_ram_mb=31 * 1024.0), CPU).kind == "memory-bound"
+
+
+def test_cache_fill_that_dominates_the_projection():
+    projection = Projection(10, 1000, 10.0, 200.0, 100.0, None, 1200.0, ())
+    d = diagnose(_result(), CPU, projection)
+    assert d.kind == "cache-fill-bound" and "17%" in d.evidence
+
+
+@pytest.mark.parametrize(
+    "config, advice",
+    [
+        (Knobs(workers=2, cache="none"), "more dataloader workers (now 2, 8 cores)"),
+        (Knobs(workers=8, cache="none"), "cache=ram (or disk)"),
+        (Knobs(workers=8, cache="ram"), "pre-resized copy"),
+    ],
+)
+def test_data_bound_advice_goes_workers_then_cache_then_resize(config, advice):
+    d = diagnose(_result(data_wait_fraction=0.6, config=config), CPU)
+    assert d.kind == "data-bound" and advice in d.advice and "60%" in d.evidence
+
+
+@pytest.mark.parametrize(
+    "amp, util, advice",
+    [(False, 99.0, "amp=on"), (True, 40.0, "a larger batch"), (True, 99.0, "a smaller model or imgsz")],
+)
+def test_compute_bound_on_a_gpu(amp, util, advice):
+    d = diagnose(_result("0", gpu_util_mean=util, config=Knobs(amp=amp)), GPU)
+    assert d.kind == "compute-bound" and advice in d.advice
+
+
+def test_compute_bound_on_the_cpu():
+    d = diagnose(_result(), CPU)
+    assert d.kind == "compute-bound" and "the CPU runs the model" in d.advice and "5%" in d.evidence

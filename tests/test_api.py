@@ -1,0 +1,57 @@
+"""The public Python API: the same calls the CLI makes, returning typed records."""
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+import speedopt
+from speedopt import command
+from speedopt.study import SearchConfig, plan
+
+
+def test_search_takes_a_config_or_options_not_both(demo_yaml):
+    with pytest.raises(TypeError):
+        speedopt.search(SearchConfig(data=str(demo_yaml)), trials=3)
+    with pytest.raises(speedopt.UsageError, match="data.yaml not found"):
+        speedopt.search("missing/data.yaml")
+
+
+def test_trial_rejects_a_ram_cache_that_cannot_fit_without_running(demo_yaml):
+    notes = []
+    result = speedopt.trial(
+        str(demo_yaml), speedopt.Knobs(model="yolov5n", imgsz=128, batch=4, cache="ram"), device="cpu",
+        ram_limit_gb=0.001, on_note=notes.append,
+    )
+    assert result.status is speedopt.Status.INFEASIBLE and "--ram-limit" in result.message
+    assert not result.ok and any("AMP needs CUDA" in n for n in notes)
+
+
+def test_best_reads_a_stored_study(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol
+    study = optuna.create_study(study_name="api", storage=url, direction="maximize")
+    for key, value in proto.to_attrs().items():
+        study.set_user_attr(key, value)
+    with pytest.raises(speedopt.UsageError, match="no feasible trial"):
+        speedopt.best("api", storage=url)
+    fast = speedopt.Knobs(model="yolov5n", imgsz=96, batch=8, workers=1, amp=False)
+    for ips, knobs, role in ((10.0, proto.baseline, "baseline"), (30.0, fast, None)):
+        attrs = {"status": "ok", "message": "", "images_per_s": ips, "config": knobs.to_dict(), "feasible": True}
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs={**attrs, "role": role}))
+    rec = speedopt.best(storage=url)
+    assert rec.trial.number == 1 and rec.speedup == pytest.approx(3.0)
+    assert command.parse_yolo_train(rec.command(epochs=50)).knobs == fast
+    assert rec.to_dict()["config"] == fast.to_dict() and "speedopt trial" in rec.measure_again()
+
+
+@pytest.mark.slow
+def test_a_search_through_the_api(demo_yaml, tmp_path):
+    result = speedopt.search(
+        str(demo_yaml), trials=2, storage=f"sqlite:///{tmp_path}/s.db", study="api", quality="off", device="cpu",
+        baseline="model=yolov5n imgsz=128 batch=4 workers=0", steps=3, warmup=1,
+    )
+    assert isinstance(result, speedopt.SearchOutcome) and result.complete == 2
+    assert result.baseline is not None and result.baseline.result.ok
+    assert result.best is not None and result.best.ok_and_feasible
+    written = speedopt.report("api", storage=f"sqlite:///{tmp_path}/s.db", out_dir=tmp_path / "r", measure_validation=False)
+    assert written.markdown.is_file() and written.csv.read_text().startswith("number,")
