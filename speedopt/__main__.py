@@ -1,3 +1,5 @@
+"""`python -m speedopt`: the command line."""
+
 from speedopt.cli import main
 
 raise SystemExit(main())

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from speedopt import engines
 from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import Job, JobOutcome, job_to_json
@@ -154,11 +156,28 @@ def _wait(proc: subprocess.Popen[bytes], workdir: Path, timeout_s: float, progre
     return False
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """SIGKILL the child's whole process group and wait until none of it runs any more.
+
+    A killed process with a large address space (a trainer with a RAM cache) takes a while to tear
+    down; waiting here means nothing of this job is left running when the next one is measured.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
-        proc.wait(timeout=10)
+        proc.wait(timeout=grace_s)
+    deadline = time.monotonic() + grace_s
+    while _group_running(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies, waiting to be reaped, do not count)."""
+    for process in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
+                return True
+    return False
 
 
 def _log_tail(log: Path, lines: int = 15) -> str:

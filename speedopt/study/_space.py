@@ -1,4 +1,4 @@
-"""The search space: which values each knob may take on this machine, as Optuna distributions.
+"""The search space: which values each knob may take on this machine (sampled through Optuna's suggest API).
 
 Defaults adapt to the machine (workers up to the CPU cores, AMP only with CUDA, cache=ram only
 where the decoded training set could fit in RAM). ``--space FILE`` (YAML: knob -> list of values
