@@ -1,0 +1,31 @@
+"""`speedopt studies` and `--help`: the CLI's thin layer over the API (no trainer runs)."""
+
+import optuna
+from optuna.trial import TrialState, create_trial
+
+from speedopt.knobs import Knobs
+from speedopt.study import SearchConfig, plan
+from tests.conftest import run_cli
+
+
+def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    empty = run_cli("studies", "--storage", url, cwd=tmp_path)
+    assert empty.returncode == 0 and f"no studies in {url}" in empty.stdout
+    proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol
+    study = optuna.create_study(study_name="listed", storage=url, direction="maximize")
+    for key, value in proto.to_attrs().items():
+        study.set_user_attr(key, value)
+    for ips, role in ((10.0, "baseline"), (15.0, None)):
+        attrs = {"status": "ok", "images_per_s": ips, "config": Knobs(batch=int(ips)).to_dict(), "feasible": True, "role": role}
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=attrs))
+    done = run_cli("studies", "--storage", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if "listed" in line)
+    assert "15.0" in row and "1.50x" in row
+
+
+def test_every_command_explains_itself():
+    for command in ("demo-data", "trial", "search", "worker", "report", "best", "dashboard", "export", "import", "studies"):
+        done = run_cli(command, "--help")
+        assert done.returncode == 0 and "usage: speedopt" in done.stdout, command
