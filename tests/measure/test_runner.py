@@ -63,3 +63,33 @@ def test_typed_views_are_none_unless_ok():
     assert failed.scores() is None and failed.validation() is None
     ok = JobOutcome(Status.OK, "x", {"map50": 0.5, "map50_95": 0.3, "images": 8, "val_s": 1.5, "val_images": 4}, 1.0, "", (), 0.0, 1.0)
     assert ok.scores().map50_95 == 0.3 and ok.validation().seconds == 1.5
+
+
+def test_a_child_killed_by_sigkill_is_oom_not_error(tmp_path):
+    """What the kernel's OOM killer does to a job (SIGKILL, no result) maps to oom, for every kind of job."""
+    import os
+    import threading
+
+    import psutil
+
+    job = ValidateJob("ultralytics", None, str(tmp_path / "none.yaml"), Knobs(model="yolov5n"), "cpu", 60, str(tmp_path))
+    found: list[int] = []
+
+    def kill_the_child() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not found:
+            for p in psutil.Process().children(recursive=True):
+                try:
+                    if "speedopt.measure._child" in " ".join(p.cmdline()):
+                        found.append(p.pid)
+                        os.kill(p.pid, signal.SIGKILL)
+                except (psutil.Error, ProcessLookupError):
+                    continue
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_the_child)
+    killer.start()
+    done = run_job(job, "test")
+    killer.join()
+    assert found, "the child never started"
+    assert done.status is Status.OOM and "out-of-memory killer" in done.message
