@@ -41,8 +41,8 @@ def trial(
         data, knobs or Knobs(), device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
         timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
     )
-    for note in request.notes:
-        if on_note:
+    if on_note:
+        for note in request.notes:
             on_note(note)
     return measure.run_trial(request, progress=progress)
 

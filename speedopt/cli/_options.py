@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from speedopt import defaults
 from speedopt.engines import NAMES
@@ -80,8 +80,3 @@ def quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-
-def phase_text(update: dict[str, Any]) -> str:
-    """``measure 3/20`` from a progress update."""
-    where = f" {update['done']}/{update['of']}" if "done" in update else ""
-    return f"{update['phase']}{where}"

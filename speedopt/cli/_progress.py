@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from speedopt.knobs import Knobs, knobs_text
-from speedopt.measure import TrialResult
+from speedopt.measure import TrialResult, phase_text
 from speedopt.quality import Feasibility, Verdict
 from speedopt.study import SearchOutcome, SearchPlan, View
 
@@ -47,7 +47,7 @@ class _Tracker:
         if result.ok and baseline and self.baseline is None:
             self.baseline = result.images_per_s
         speed = result.images_per_s
-        feasible = result.ok and speed is not None and verdict.feasibility is Feasibility.FEASIBLE
+        feasible = result.ok and verdict.feasibility is Feasibility.FEASIBLE
         if feasible and speed is not None and (self.best is None or speed > self.best):
             self.best, self.best_number = speed, number
 
@@ -114,10 +114,8 @@ class PlainView(View):
         self._say(f"{self.track.headline()}\n  trial {number}: measuring {knobs_text(knobs)}")
 
     def trial_progress(self, update: dict[str, Any]) -> None:
-        phase = str(update["phase"])
-        if phase.startswith("probe") and ("done" not in update or update["done"] == update["of"]):
-            where = f" {update['done']}/{update['of']}" if "done" in update else ""
-            self._say(f"  {phase}{where}")
+        if str(update["phase"]).startswith("probe") and update.get("done") == update.get("of"):
+            self._say(f"  {phase_text(update)}")
 
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.track.finish(number, result, baseline, verdict)
@@ -162,8 +160,7 @@ class LiveView(PlainView):
         self.running, self.phase = f"trial {number} ({knobs_text(knobs)})", "setup"
 
     def trial_progress(self, update: dict[str, Any]) -> None:
-        where = f" {update['done']}/{update['of']}" if "done" in update else ""
-        self.phase = f"{update['phase']}{where}"
+        self.phase = phase_text(update)
 
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.track.finish(number, result, baseline, verdict)

@@ -9,9 +9,10 @@ from typing import Any
 from rich.console import Console
 
 import speedopt
-from speedopt.cli._options import add_measurement, integer, phase_text
+from speedopt.cli._options import add_measurement, integer
 from speedopt.cli._render import trial_table
 from speedopt.knobs import Knobs, parse_bool
+from speedopt.measure import phase_text
 
 NAME = "trial"
 EXIT = """exit status: 0 when the trial ran (status ok), 1 when it ended oom, timeout, infeasible or

@@ -21,7 +21,7 @@ from speedopt.measure._jobs import Job, JobOutcome, ProbeJob, ValidateJob, Valid
 from speedopt.measure._request import TrialRequest, prepare
 from speedopt.measure._result import TrialResult
 from speedopt.measure._run import run_trial, unmeasured
-from speedopt.measure._runner import Progress, run_job
+from speedopt.measure._runner import Progress, phase_text, run_job
 from speedopt.measure._telemetry import Sampler
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "checkout_path",
     "installed_engine",
     "lock_path",
+    "phase_text",
     "measuring",
     "prepare",
     "ram_available",

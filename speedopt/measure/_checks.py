@@ -41,18 +41,18 @@ def checkout_path(yolov5_dir: str | None) -> str | None:
     return str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None
 
 
-def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, list[str]]:
-    """The knobs as they can run on ``device`` with this trainer, and one note per change.
+def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, dict[str, str]]:
+    """The knobs as they can run on ``device`` with this trainer, and a note per knob it set.
 
     Knobs the trainer has no switch for take the value it always runs; AMP needs CUDA.
     """
-    notes = []
+    notes = {}
     for knob, (value, why) in engine.fixed_knobs(device).items():
         knobs = dataclasses.replace(knobs, **{knob: value})
-        notes.append(f"{knob}={value_text(value)}: {why}")
+        notes[knob] = f"{knob}={value_text(value)}: {why}"
     if knobs.amp and device == "cpu":
         knobs = dataclasses.replace(knobs, amp=False)
-        notes.append("amp=off: AMP needs CUDA and this runs on the CPU")
+        notes["amp"] = "amp=off: AMP needs CUDA and this runs on the CPU"
     return knobs, notes
 
 

@@ -69,7 +69,7 @@ def prepare(
     knobs, notes = knobs_mod.validate(requested)
     dev = machine.parse_device(device)
     knobs, adjusted = adjust_to_device(knobs, eng, dev)
-    notes += adjusted
+    notes += adjusted.values()
     total = len(ds.train_images)
     images = min(total, (warmup + steps) * knobs.batch)
     if images < total:

@@ -46,6 +46,12 @@ class _Exit:
     last_progress: dict[str, Any] | None
 
 
+def phase_text(update: dict[str, Any]) -> str:
+    """``measure 3/20`` (or ``setup``) from a child's progress update."""
+    where = f" {update['done']}/{update['of']}" if "done" in update else ""
+    return f"{update.get('phase', 'setup')}{where}"
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON file written atomically by the other side, or None if absent or unreadable."""
     try:
@@ -95,8 +101,7 @@ def run_job(
 def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:
     """Every way a child can end, as one status and a one-line message."""
     if seen.timed_out:
-        state = seen.last_progress or {"phase": "setup"}
-        where = str(state.get("phase")) + (f" {state['done']}/{state['of']}" if "done" in state else "")
+        where = phase_text(seen.last_progress or {})
         return Status.TIMEOUT, f"{job.kind} exceeded {job.timeout_flag} {job.timeout_s:g} s during {where}"
     if seen.result is not None:
         return Status(seen.result["status"]), str(seen.result["message"])

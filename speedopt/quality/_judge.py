@@ -180,7 +180,6 @@ class Judge:
             why = f"not probed: {images_per_s:.1f} images/s cannot beat the best feasible {best_feasible:.1f}"
             return Verdict(sig, Feasibility.UNPROBED, reason=why)
         ref = self.reference()
-        counts = {"probes_run": 0, "cache_hits": 0}
         if ref.map50_95 is None or ref.spread is None:
             counts = {"probes_run": self.ran - ran0, "cache_hits": self.hits - hits0}
             return Verdict(sig, Feasibility.UNPROBED, reason=f"cannot judge: {ref.why}", **counts)

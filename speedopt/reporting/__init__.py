@@ -9,7 +9,7 @@ from speedopt.reporting._dashboard import feasible_best, serve
 from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._markdown import Written, build
 from speedopt.reporting._projection import Projection, project, validation_time
-from speedopt.reporting._recommend import Recommendation, recommend
+from speedopt.reporting._recommend import Recommendation, recommend, recommendation
 
 __all__ = [
     "Diagnosis",
@@ -21,6 +21,7 @@ __all__ = [
     "feasible_best",
     "project",
     "recommend",
+    "recommendation",
     "serve",
     "trial_table",
     "validation_time",

@@ -10,11 +10,12 @@ user attrs: ``status``, ``images_per_s``, ``data_wait_fraction``, ...), ``config
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import knobs_text
-from speedopt.study import records
+from speedopt.study import TrialRecord, records
 
 if TYPE_CHECKING:
     import optuna
@@ -23,11 +24,11 @@ if TYPE_CHECKING:
 _DROPPED = ("log_tail", "requested", "worker", "state")
 
 
-def trial_table(study: optuna.Study) -> pd.DataFrame:
-    """The measured trials of a study, one row each, in trial order."""
+def trial_table(study: optuna.Study, done: Iterable[TrialRecord] | None = None) -> pd.DataFrame:
+    """The measured trials of a study, one row each, in trial order (``done``: its records, if read already)."""
     import pandas as pd
 
-    by_number = {r.number: r for r in records(study)}
+    by_number = {r.number: r for r in (records(study) if done is None else done)}
     frame = study.trials_dataframe(
         attrs=("number", "value", "state", "datetime_start", "datetime_complete", "duration", "params", "user_attrs")
     )

@@ -21,9 +21,9 @@ from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._projection import Projection, project, validation_time
-from speedopt.reporting._recommend import Recommendation, recommend
+from speedopt.reporting._recommend import Recommendation, recommendation
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome, records
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -241,12 +241,11 @@ def _accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
 
 
 def _projections(
-    study: optuna.Study, pair: tuple[TrialRecord | None, ...], epochs: int, measure_validation: bool
+    study: optuna.Study, p: StudyProtocol, pair: tuple[TrialRecord | None, ...], epochs: int, measure_validation: bool
 ) -> tuple[dict[int, Projection | None], list[str]]:
     """The full-run estimate of the baseline and the recommended trial, each with a timed validation pass."""
     out: dict[int, Projection | None] = {}
     notes = []
-    p = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
     if measure_validation and not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
         notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
         measure_validation = False
@@ -255,7 +254,7 @@ def _projections(
             continue
         val_s = None
         if measure_validation:
-            timed = validation_time(study, r.config)
+            timed = validation_time(study, p, r.config)
             if isinstance(timed, ValidationTime):
                 val_s = timed.seconds
             else:
@@ -266,20 +265,21 @@ def _projections(
 
 def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: bool = True) -> Written:
     """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv``."""
-    done = records(study)
+    result = outcome(study)
+    done = list(result.trials)
     if not done:
         raise UsageError(f"study {study.study_name!r} has no completed trial yet; run `speedopt search` first")
-    p = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
-    result, table = outcome(study), trial_table(study)
+    p = result.protocol or StudyProtocol.from_attrs(study.user_attrs, study.study_name)  # the latter says why not
+    table = trial_table(study, done)
     base, best = result.baseline, result.best
-    projections, val_notes = _projections(study, (base, best), epochs, measure_validation)
+    projections, val_notes = _projections(study, p, (base, best), epochs, measure_validation)
     folder = out_dir / study.study_name
     folder.mkdir(parents=True, exist_ok=True)
     figs = _figures(table, p, result, folder)
     md = [f"# speedopt report: {study.study_name}", ""]
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
-    md += _projection(epochs, pb, pr, val_notes) + _command(recommend(study), epochs) + _warm_start(p, done)
+    md += _projection(epochs, pb, pr, val_notes) + _command(recommendation(result), epochs) + _warm_start(p, done)
     md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     md += [f"![optimisation history]({study.study_name}/{figs[0].name})", "",
            f"![throughput against each knob]({study.study_name}/{figs[1].name})", "",

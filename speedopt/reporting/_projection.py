@@ -66,13 +66,14 @@ def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:
     return "val_time:" + hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def validation_time(study: optuna.Study, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S) -> JobOutcome | ValidationTime:
+def validation_time(
+    study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S
+) -> JobOutcome | ValidationTime:
     """One validation pass for these knobs on this machine: from the study attrs, else timed now.
 
     Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
     job's outcome when it could not be timed (its status and message say why).
     """
-    protocol = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
     key = _val_key(protocol, knobs)
     stored = study.user_attrs.get(key)
     if stored is not None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from speedopt import command
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.study import StudyProtocol, TrialRecord, outcome
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -77,8 +77,11 @@ class Recommendation:
 
 def recommend(study: optuna.Study) -> Recommendation | None:
     """The study's recommendation (None while no trial is measured ok and feasible)."""
-    result = outcome(study)
-    if result.best is None:
+    return recommendation(outcome(study))
+
+
+def recommendation(result: SearchOutcome) -> Recommendation | None:
+    """The recommendation of a study already summarised (None without a best trial or a protocol)."""
+    if result.best is None or result.protocol is None:
         return None
-    protocol = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
-    return Recommendation(study.study_name, protocol, result.best, result.speedup)
+    return Recommendation(result.study_name, result.protocol, result.best, result.speedup)

@@ -13,12 +13,11 @@ from speedopt.study._protocol import OBJECTIVE, StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
 from speedopt.study._recovery import recover_interrupted, worker_id
 from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
-from speedopt.study._storage import DEFAULT_URL, find_study, open_storage, retry_callback, study_names, url_for
+from speedopt.study._storage import find_study, open_storage, retry_callback, study_names, url_for
 from speedopt.study._transfer import export, import_study, split_source
 from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
-    "DEFAULT_URL",
     "OBJECTIVE",
     "Domain",
     "ProbedSignature",

@@ -34,7 +34,6 @@ class SearchOutcome:
     """A study's state: trial counts, the baseline, the best trial, what the quality gate did."""
 
     study_name: str
-    complete: int
     by_status: dict[Status, int]
     baseline: TrialRecord | None
     best: TrialRecord | None
@@ -44,6 +43,12 @@ class SearchOutcome:
     rejected: int = 0  # trials measured ok whose accuracy was judged too low
     probed: tuple[ProbedSignature, ...] = ()
     protocol: StudyProtocol | None = None  # None for a study speedopt did not make
+    trials: tuple[TrialRecord, ...] = ()  # every measured trial, in trial order
+
+    @property
+    def complete(self) -> int:
+        """Completed trials that hold a measurement."""
+        return len(self.trials)
 
     @property
     def speedup(self) -> float | None:
@@ -79,7 +84,6 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         protocol = None
     return SearchOutcome(
         study_name=study.study_name,
-        complete=len(done),
         by_status=by_status,
         baseline=baseline_trial(done),
         best=best_trial(done),
@@ -89,6 +93,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         rejected=sum(r.feasibility is Feasibility.REJECTED for r in done),
         probed=tuple(probed.values()),
         protocol=protocol,
+        trials=tuple(done),
     )
 
 

@@ -119,7 +119,7 @@ def _baseline(text: str | None, eng: Engine, device: str) -> tuple[Knobs, list[s
     fixed = eng.fixed_knobs(device)
     notes += [f"{knob} is not searched: {why}" for knob, (_, why) in fixed.items()]
     base, adjusted = adjust_to_device(base, eng, device)
-    return base, notes + [f"baseline {note}" for note in adjusted if note.split("=")[0] not in fixed]
+    return base, notes + [f"baseline {note}" for knob, note in adjusted.items() if knob not in fixed]
 
 
 def _space(

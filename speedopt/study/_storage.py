@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
 
-DEFAULT_URL = defaults.STORAGE_URL
 HEARTBEAT_S = 5
 GRACE_S = 20
 MAX_RETRY = 1
@@ -48,7 +47,7 @@ def open_storage(url: str | None = None) -> BaseStorage:
     """Open (creating where needed) the storage at ``url``; default: ``studies/speedopt.db`` here."""
     import optuna
 
-    url = url or DEFAULT_URL
+    url = url or defaults.STORAGE_URL
     journal = url.removeprefix("journal:") if url.startswith("journal:") or url.endswith((".log", ".journal")) else None
     if journal:
         from optuna.storages.journal import JournalFileBackend
@@ -90,7 +89,7 @@ def find_study(storage_url: str | None, name: str | None) -> optuna.Study:
 
     storage = open_storage(storage_url)
     names = study_names(storage)
-    where = storage_url or DEFAULT_URL
+    where = storage_url or defaults.STORAGE_URL
     if name is None:
         if len(names) != 1:
             listed = f": {', '.join(names)}" if names else ""
