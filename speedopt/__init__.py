@@ -1,15 +1,15 @@
 """speedopt: measure, don't guess, the fastest way to train YOLOv5 on this machine.
 
 The Python API (the CLI calls exactly these): :func:`trial`, :func:`search`, :func:`worker`,
-:func:`report`, :func:`best`. Importing speedopt imports no trainer, no torch and no Optuna: each is
+:func:`report`, :func:`best`, :func:`verify`. Importing speedopt imports no trainer, no torch and no Optuna: each is
 imported where it is used.
 """
 
-from speedopt._api import best, report, search, trial, worker
+from speedopt._api import best, report, search, trial, verify, worker
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.reporting import Recommendation, Written
+from speedopt.reporting import Recommendation, Verification, Written
 from speedopt.status import Status
 from speedopt.study import SearchConfig, SearchOutcome, TrialRecord, View
 from speedopt.version import __version__
@@ -23,6 +23,7 @@ __all__ = [
     "TrialRecord",
     "TrialResult",
     "UsageError",
+    "Verification",
     "View",
     "Written",
     "__version__",
@@ -30,5 +31,6 @@ __all__ = [
     "report",
     "search",
     "trial",
+    "verify",
     "worker",
 ]

@@ -27,24 +27,29 @@ def trial(
     yolov5_dir: str | None = None,
     steps: int = defaults.STEPS,
     warmup: int = defaults.WARMUP,
+    max_steps: int | None = None,
     timeout_s: float = defaults.TRIAL_TIMEOUT_S,
     ram_limit_gb: float | None = None,
     progress: measure.Progress | None = None,
     on_note: Callable[[str], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> TrialResult:
     """Measure one short training run of the real trainer with ``knobs`` (default: the trainer's defaults).
 
     ``on_note`` hears each adjustment to the request before it runs (AMP off on a CPU, a subset of
-    the images); ``progress`` gets the running trial's phase. The result's ``status`` says how it ended.
+    the images); ``progress`` gets the running trial's phase; ``on_wait`` hears that another process
+    holds the host measurement lock (a search's trial: a trial never measures beside one). The
+    result's ``status`` says how it ended.
     """
     request = measure.prepare(
         data, knobs or Knobs(), device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
-        timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
+        max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
     )
     if on_note:
         for note in request.notes:
             on_note(note)
-    return measure.run_trial(request, progress=progress)
+    return measure.run_trial(request, progress=progress, on_wait=on_wait)
+
 
 
 def search(config: SearchConfig | str, *, view: View | None = None, **options: Any) -> SearchOutcome:
@@ -89,3 +94,25 @@ def best(name: str | None = None, *, storage: str | None = None) -> Recommendati
     if rec is None:
         raise UsageError(f"study {found.study_name!r} has no feasible trial measured ok yet")
     return rec
+
+
+def verify(
+    name: str | None = None,
+    *,
+    storage: str | None = None,
+    epochs: int = 1,
+    fraction: float | None = None,
+    timeout_s: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> reporting.Verification:
+    """Run the study's recommended command for real (``epochs`` epochs, optionally on a leading
+    ``fraction`` of the train set) and compare its epoch time and images/s with the prediction.
+
+    Stored in the study (user attr ``verify``); the result's ``status`` says how the run ended.
+    ``progress`` hears each epoch as the trainer records it; ``on_wait`` that the host lock is busy.
+    """
+    reporting.check_verify_options(epochs, fraction, timeout_s)  # bad input fails before the storage is opened
+    return reporting.verify(
+        study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress, on_wait=on_wait
+    )

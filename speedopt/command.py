@@ -256,6 +256,7 @@ def speedopt_trial(
     warmup: int,
     engine: str = "ultralytics",
     yolov5_dir: str | None = None,
+    max_steps: int | None = None,
 ) -> str:
     """The `speedopt trial` command that measures this config again."""
     parts = [
@@ -284,6 +285,8 @@ def speedopt_trial(
         "--warmup",
         str(warmup),
     ]
+    if max_steps is not None:
+        parts += ["--max-steps", str(max_steps)]
     if engine != "ultralytics":
         parts += ["--engine", engine]
     if yolov5_dir:

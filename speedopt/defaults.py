@@ -5,9 +5,14 @@ The trainer's own defaults (model, imgsz, batch, workers) live on :class:`speedo
 
 from __future__ import annotations
 
-#: Measured batches per trial, and warm-up batches before them (not measured).
+#: Measured batches per trial (the minimum: the window grows until the 90% confidence interval of the
+#: mean step time is within +/-5%, up to MAX_STEPS_FACTOR x STEPS), and warm-up batches before them.
 STEPS = 20
+MAX_STEPS_FACTOR = 3
 WARMUP = 5
+#: After the search: the top FINALISTS feasible configs and the baseline re-measured in REPEATS interleaved rounds.
+FINALISTS = 3
+REPEATS = 3
 #: Seconds before one speed trial is killed (setup, warm-up and measured steps together).
 TRIAL_TIMEOUT_S = 900.0
 #: Seconds before one quality probe (train for the budget, then validate) is killed.
@@ -29,3 +34,8 @@ STORAGE_URL = "sqlite:///studies/speedopt.db"
 REPORTS_DIR = "reports"
 #: Headroom cache=ram needs, as Ultralytics' check_cache_ram: the estimate must fit twice into free RAM.
 RAM_CACHE_MARGIN = 1.0
+
+
+def max_steps(steps: int, given: int | None) -> int:
+    """The adaptive window's maximum: as given, else MAX_STEPS_FACTOR x the minimum steps."""
+    return given if given is not None else MAX_STEPS_FACTOR * steps

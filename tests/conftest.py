@@ -32,9 +32,11 @@ def demo_yaml(tmp_path_factory) -> Path:
     return demo_data.generate(root, demo_data.DemoSpec(train=48, val=8, width=160, height=120, seed=1))
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real `speedopt` entry point in a subprocess, as a user would."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real `speedopt` entry point in a subprocess, as a user would (``env``: extra variables)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "speedopt", *args],
         cwd=cwd,

@@ -6,7 +6,7 @@ from optuna.trial import TrialState, create_trial
 
 import speedopt
 from speedopt import command
-from speedopt.study import SearchConfig, plan
+from speedopt.study import Finals, Repeat, SearchConfig, plan
 
 
 def test_search_takes_a_config_or_options_not_both(demo_yaml):
@@ -39,7 +39,13 @@ def test_best_reads_a_stored_study(demo_yaml, tmp_path):
         attrs = {"status": "ok", "message": "", "images_per_s": ips, "config": knobs.to_dict(), "feasible": True}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs={**attrs, "role": role}))
     rec = speedopt.best(storage=url)
-    assert rec.trial.number == 1 and rec.speedup == pytest.approx(3.0)
+    assert rec.trial.number == 1 and rec.speedup is None and "no speedup claimed" in rec.verdict  # no finals
+    rounds = [Repeat(r, t, "ok", ips) for r in range(2) for t, ips in ((0, 10.0), (1, 29.0 + 2 * r))]
+    study.set_user_attr("finals", Finals((0, 1), 2, tuple(rounds)).to_attr())
+    rec = speedopt.best(storage=url)
+    assert rec.trial.number == 1 and rec.speedup.median == pytest.approx(3.0) and rec.speedup.low == pytest.approx(2.9)
+    assert rec.images_per_s == pytest.approx(30.0) and not rec.keep_settings
+
     assert command.parse_yolo_train(rec.command(epochs=50)).knobs == fast
     assert rec.to_dict()["config"] == fast.to_dict() and "speedopt trial" in rec.measure_again()
 

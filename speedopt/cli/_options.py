@@ -57,8 +57,20 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
 
 def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
     """--steps, --warmup, --device, the per-trial timeout and --ram-limit."""
-    parser.add_argument("--steps", type=integer, default=defaults.STEPS, help=f"measured batches per trial (default {defaults.STEPS})")
-    parser.add_argument("--warmup", type=integer, default=defaults.WARMUP, help=f"warm-up batches, not measured (default {defaults.WARMUP})")
+    parser.add_argument(
+        "--steps", type=integer, default=defaults.STEPS,
+        help=f"measured batches per trial, at least (default {defaults.STEPS}): the window grows until the 90%% "
+        "confidence interval of the mean step time is within +/-5%%, or --max-steps",
+    )
+    parser.add_argument(
+        "--max-steps", type=integer, default=None,
+        help=f"the most measured batches per trial (default {defaults.MAX_STEPS_FACTOR} x --steps)",
+    )
+    parser.add_argument(
+        "--warmup", type=integer, default=defaults.WARMUP,
+        help=f"warm-up batches, not measured (default {defaults.WARMUP}); with dataloader workers, warm-up also "
+        "lasts until the batches they prefetched while the model was built are consumed",
+    )
     parser.add_argument("--device", default=None, help="cpu or a GPU index such as 0 (default: GPU 0 if any, else cpu)")
     parser.add_argument(
         timeout_flag, type=seconds, default=defaults.TRIAL_TIMEOUT_S,

@@ -13,7 +13,7 @@ from rich.text import Text
 from speedopt.knobs import Knobs, knobs_text
 from speedopt.measure import TrialResult, phase_text
 from speedopt.quality import Feasibility, Verdict
-from speedopt.study import SearchOutcome, SearchPlan, View
+from speedopt.study import SearchOutcome, SearchPlan, TrialRecord, View
 
 
 def view_for(console: Console) -> PlainView:
@@ -61,9 +61,7 @@ class _Tracker:
         )
         best = "best -"
         if self.best is not None:
-            best = f"best feasible {self.best:.1f} images/s (trial {self.best_number})"
-            if self.baseline:
-                best += f", {self.best / self.baseline:.2f}x baseline"
+            best = f"fastest feasible so far {self.best:.1f} images/s (trial {self.best_number}, measured once)"
         return f"trial {min(self.done + 1, self.total)} of {self.total} | {best} | elapsed {_clock(elapsed)} | {eta}"
 
 
@@ -74,9 +72,12 @@ def _clock(seconds: float) -> str:
 
 
 def accuracy_text(verdict: Verdict) -> str:
-    """mAP cell: the probe's loss and verdict, or why there is none."""
+    """mAP cell: the probe's loss and verdict, or why there is none ("not checked": quality off and
+    accuracy knobs that differ from the baseline's, so "kept" would claim what nobody checked)."""
     if verdict.feasibility is Feasibility.NOT_MEASURED:
         return "-"
+    if verdict.unchecked:
+        return "not checked"
     if verdict.feasibility is Feasibility.UNPROBED:
         return "unprobed" if verdict.reason.startswith("not probed") else "-"
     feasible = verdict.feasibility is Feasibility.FEASIBLE
@@ -131,6 +132,25 @@ class PlainView(View):
     def waiting(self, message: str) -> None:
         self._say(f"  {message}")
 
+    def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
+        self._say(
+            f"finals: trial(s) {', '.join(map(str, finals[1:]))} and the baseline (trial {finals[0]}) measured again "
+            f"in {repeats} interleaved rounds"
+        )
+
+    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
+        self._say(f"  round {round_ + 1}/{repeats}: trial {record.number} ({knobs_text(record.config)})")
+
+    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
+        self._say(f"    {_repeat_text(result)}")
+
+
+def _repeat_text(result: TrialResult) -> str:
+    if not result.ok:
+        return f"{result.status.value}: {result.message}"
+    ci = f" (+/-{100 * result.ci_rel:.0f}% over {result.steps} steps)" if result.ci_rel is not None else ""
+    return f"{result.images_per_s or 0:.1f} images/s{ci}"
+
 
 class LiveView(PlainView):
     """A live table: one row per finished trial, the running trial's phase, best and ETA above."""
@@ -169,6 +189,17 @@ class LiveView(PlainView):
 
     def waiting(self, message: str) -> None:
         self.phase = message
+
+    def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
+        self.rows.append(["", f"finals: {len(finals) - 1} config(s) + baseline, {repeats} rounds", "", "", "", "", ""])
+
+    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
+        self.running, self.phase = f"round {round_ + 1}/{repeats}: trial {record.number} ({knobs_text(record.config)})", "setup"
+
+    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
+        speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
+        self.rows.append([f"{record.number} r{round_ + 1}", knobs_text(record.config), result.status.value, speed, "", "", "repeat"])
+        self.running = self.phase = ""
 
     def stop(self) -> None:
         self.live.stop()

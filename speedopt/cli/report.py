@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import yaml
 
@@ -45,6 +46,8 @@ def run_report(args: argparse.Namespace) -> int:
 def run_best(args: argparse.Namespace) -> int:
     quiet_optuna()
     rec = speedopt.best(args.study, storage=args.storage)
+    if args.format in ("cli", "python"):  # stdout stays the command alone; the claim goes to stderr
+        print(f"# trial {rec.trial.number}: {rec.verdict}", file=sys.stderr)
     if args.format == "cli":
         print(rec.command(args.epochs))
     elif args.format == "python":

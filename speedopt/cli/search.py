@@ -11,7 +11,8 @@ from speedopt import defaults
 from speedopt.cli._options import add_measurement, add_storage, add_study, integer, quiet_optuna, seconds
 from speedopt.cli._progress import view_for
 from speedopt.knobs import knobs_text
-from speedopt.quality import LOW_MAP, signature_text
+from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs
+from speedopt.reporting import Recommendation
 from speedopt.study import SearchConfig, SearchOutcome
 
 NAME = "search"
@@ -19,6 +20,14 @@ EPILOG = (
     "space file (YAML): each knob maps to a list of values or {low, high, step}, e.g.\n"
     "  batch: [8, 16, 32]\n  imgsz: {low: 320, high: 640, step: 64}\n  cache: [none, ram]\n"
     "exit status: 0 when the study has a feasible best trial, 1 when none measured ok, 2 for bad input."
+)
+FINALS = (
+    "One measurement per config is not enough on a noisy machine. After the search, the --finalists fastest "
+    "feasible configs and the baseline are measured again in --repeats interleaved rounds (baseline, c1, c2, "
+    "baseline, c1, ...), so drift hits every config alike. A config's speedup is the median of its per-round "
+    "ratios to the baseline measured beside it, with the min-max of those ratios as its interval. The config with "
+    "the best median whose whole interval lies above 1.0 is recommended; when none does, speedopt says there is "
+    "no measurable gain and recommends keeping your settings."
 )
 QUALITY = (
     "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
@@ -55,6 +64,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
     parser.add_argument("--seed", type=integer, default=defaults.SEED, help="sampler seed (default 0)")
     add_measurement(parser, "--trial-timeout")
+    finals = parser.add_argument_group("finals (claims that survive the noise)", FINALS)
+    finals.add_argument("--finalists", type=integer, default=defaults.FINALISTS, metavar="K", help=f"feasible configs re-measured against the baseline (default {defaults.FINALISTS})")
+    finals.add_argument("--repeats", type=integer, default=defaults.REPEATS, metavar="R", help=f"interleaved rounds of the finals (default {defaults.REPEATS}; 0: no finals, no speedup claimed)")
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
     quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
     quality.add_argument("--quality", default="probe", choices=("probe", "off"), help="off: keep accuracy knobs at the baseline, no probes (default probe)")
@@ -89,6 +101,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         data=args.data, trials=args.trials, timeout_s=args.timeout, storage=args.storage, study=args.study,
         space_file=args.space, fix=tuple(args.fix), baseline=args.baseline, steps=args.steps, warmup=args.warmup,
+        max_steps=args.max_steps, finalists=args.finalists, repeats=args.repeats,
         seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
@@ -103,20 +116,21 @@ def run(args: argparse.Namespace) -> int:
     result = speedopt.search(config, view=view_for(err))
     out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
     out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()})", highlight=False)
+    if result.stopped:
+        out.print(f"search stopped early: {result.stopped}", highlight=False)
     _print_quality(out, result)
-    if result.best is None:
+    if result.recommended is None:
         out.print("no feasible trial measured ok: see the statuses above", highlight=False)
         return 1
-    rec = speedopt.best(result.study_name, storage=config.storage)
-    best, base = result.best, result.baseline
-    out.print(f"best: trial {best.number}: {knobs_text(best.config)}: {best.images_per_s or 0:.1f} images/s", highlight=False)
-    if result.speedup is not None and base is not None:
-        out.print(
-            f"speedup over the baseline (trial 0, {base.images_per_s or 0:.1f} images/s): {result.speedup:.2f}x, "
-            "both measured in this study", highlight=False,
-        )
-    elif base is not None:
+    base = result.baseline
+    if base is not None and not base.result.ok:
         out.print(f"baseline ended {base.status.value}: {base.result.message}", highlight=False)
+    _print_finals(out, result)
+    rec = speedopt.best(result.study_name, storage=config.storage)
+    head = "keep your settings" if rec.keep_settings else "recommended"
+    out.print(f"{head}: trial {rec.trial.number}: {knobs_text(rec.knobs)}: {rec.verdict}", highlight=False)
+    for line in unchecked_lines(result, rec):
+        out.print(line, highlight=False)
     where = f" ({rec.where()})" if rec.where() else ""
     out.print(f"train with{where}:\n  {rec.command()}", highlight=False)
     out.print("measure it again:\n  " + rec.measure_again(), highlight=False)
@@ -133,6 +147,35 @@ def run_worker(args: argparse.Namespace) -> int:
     target = result.protocol.trials if result.protocol else result.complete
     print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()})")
     return 0
+
+
+def _print_finals(out: Console, result: SearchOutcome) -> None:
+    """Every finals measurement, per config, with each finalist's paired speedup."""
+    finals = result.finals
+    if finals is None:
+        return
+    done = "" if finals.complete else " (incomplete: rerun the same command to finish)"
+    out.print(f"finals: {len(finals.trials) - 1} config(s) and the baseline in {finals.repeats} interleaved rounds{done}:", highlight=False)
+    speedups = finals.speedups()
+    by_number = {r.number: r for r in result.trials}
+    for number in finals.trials:
+        series = " ".join("-" if v is None else f"{v:.1f}" for v in finals.series(number))
+        record = by_number.get(number)
+        config = knobs_text(record.config) if record else "?"
+        if number == finals.baseline:
+            out.print(f"  trial {number} (baseline) {config}: {series} images/s", highlight=False)
+            continue
+        speedup = speedups.get(number)
+        ratio = speedup.text() if speedup else "no paired round measured ok"
+        out.print(f"  trial {number} {config}: {series} images/s: {ratio}", highlight=False)
+
+
+def unchecked_lines(result: SearchOutcome, rec: Recommendation) -> list[str]:
+    """"accuracy not checked: ..." when quality was off and accuracy knobs differ from the baseline."""
+    if result.protocol is None:
+        return []
+    knobs = unchecked_knobs(result.protocol.quality, result.protocol.baseline, rec.knobs)
+    return [f"accuracy not checked: {', '.join(knobs)} differ from the baseline (quality off)"] if knobs else []
 
 
 def _print_quality(out: Console, result: SearchOutcome) -> None:

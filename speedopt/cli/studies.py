@@ -25,10 +25,13 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no studies in {args.storage or defaults.STORAGE_URL}")
         return 0
-    table = Table("study", "trials", "complete", "ok", "best images/s", "speedup", "data")
+    table = Table("study", "trials", "complete", "ok", "recommended images/s", "speedup (interval)", "data")
     for r in rows:
-        best = r.outcome.best
-        speed = f"{r.outcome.speedup:.2f}x" if r.outcome.speedup is not None else "-"
+        best = r.outcome.recommended
+        s = r.outcome.speedup
+        speed = f"{s.median:.2f}x ({s.low:.2f}-{s.high:.2f}, {s.rounds} rounds)" if s else (
+            "none measurable" if r.outcome.keep_settings else "-"
+        )
         table.add_row(
             r.study, str(r.trials), str(r.outcome.complete), str(r.outcome.by_status.get(Status.OK, 0)),
             f"{best.images_per_s or 0:.1f}" if best else "-", speed, str(r.data),

@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
     )
     options: dict[str, Any] = dict(
         device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir, steps=args.steps, warmup=args.warmup,
+        max_steps=args.max_steps,
         timeout_s=args.timeout, ram_limit_gb=args.ram_limit, on_note=lambda note: err.print(f"note: {note}", highlight=False),
+        on_wait=lambda message: err.print(f"trial: {message}", highlight=False),
+
     )
     if err.is_terminal:
         with err.status("trial: setup (dataset scan, cache fill, model build)") as status:

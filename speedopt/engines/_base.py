@@ -84,6 +84,7 @@ class Engine(abc.ABC):
     install_hint: ClassVar[str] = ""  # how to install the trainer, for the "not installed" message
     supports_probe: ClassVar[bool] = False  # implements probe(): can judge accuracy (the mAP constraint)
     supports_validation_timing: ClassVar[bool] = False  # implements time_validation(): the projection's val pass
+    prefetch_batches: ClassVar[int] = 2  # batches each dataloader worker holds ready (torch's prefetch_factor)
 
     @abc.abstractmethod
     def version(self) -> str | None:

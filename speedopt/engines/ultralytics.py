@@ -1,8 +1,9 @@
 """The Ultralytics engine: trials of ``ultralytics`` DetectionTrainer on YOLOv5 architectures.
 
 Ultralytics >= 8.3 trains ``yolov5n.yaml`` ... ``yolov5x.yaml`` as YOLOv5u (anchor-free head).
-Hooks used: ``on_pretrain_routine_start`` (restore the workers the trainer forces to 0 on CPU),
-``on_train_start`` (check that cache and AMP stay as asked), ``on_train_batch_start`` /
+On CPU the trainer forces ``workers=0`` (``yolo detect train`` does the same, whatever the command
+says), so on CPU the engine fixes the workers knob at 0 (:meth:`UltralyticsEngine.fixed_knobs`): a
+trial runs what the user's real run will. Hooks used: ``on_train_start`` (check that cache and AMP stay as asked), ``on_train_batch_start`` /
 ``on_train_batch_end`` (the step clock), ``on_train_epoch_end`` (probe progress).
 
 Patches, all applied inside the job process only, in :func:`_patch_module` (the trainer module)
@@ -30,6 +31,10 @@ from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.offline import place_font
 from speedopt.status import Status, TrialFinished, TrialRejected
 
+CPU_WORKERS_REASON = (
+    "on CPU `yolo detect train` runs 0 dataloader workers whatever the command says "
+    "(the trainer sets workers=0 on CPU), so the trial runs 0 as the real run will"
+)
 _INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
 
 
@@ -79,9 +84,15 @@ class UltralyticsEngine(Engine):
     name = "ultralytics"
     supports_probe = True
     supports_validation_timing = True
+    prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
 
     def version(self) -> str | None:
         return package_version("ultralytics")
+
+    def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
+        if device == "cpu":
+            return {"workers": (0, CPU_WORKERS_REASON)}
+        return {}
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
@@ -123,9 +134,6 @@ class UltralyticsEngine(Engine):
         seen: dict[str, Any] = {}  # filled by the hooks below
         images = {"last": knobs.batch}
 
-        def restore_workers(trainer: Any) -> None:
-            trainer.args.workers = knobs.workers  # the trainer forced 0 on CPU; the knob must be real
-
         def check_setup(trainer: Any) -> None:
             dataset = trainer.train_loader.dataset
             seen["as_run"] = _knobs_as_run(trainer, knobs)
@@ -148,7 +156,6 @@ class UltralyticsEngine(Engine):
             clock.batch_end(images["last"])
 
         hooks = callbacks.get_default_callbacks()
-        hooks["on_pretrain_routine_start"].append(restore_workers)  # runs inside the trainer's __init__
         hooks["on_train_start"].append(check_setup)
         hooks["on_train_batch_start"].append(batch_start)
         hooks["on_train_batch_end"].append(batch_end)
@@ -164,7 +171,7 @@ class UltralyticsEngine(Engine):
                 if close is not None:
                     close()
         as_run: Knobs = seen["as_run"]
-        why = "the trainer caps workers at the CPU cores and at the batches per epoch"
+        why = "the trainer runs 0 on CPU and caps workers at the CPU cores and at the batches per epoch"
         return EngineReport(
             knobs=as_run,
             images_used=int(seen["images_used"]),
@@ -229,7 +236,6 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "val": False,  # the last epoch still validates: that is the probe's score
     }
     hooks = callbacks.get_default_callbacks()
-    hooks["on_pretrain_routine_start"].append(lambda t: setattr(t.args, "workers", knobs.workers))
     hooks["on_train_epoch_end"].append(on_epoch_end)
     trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
     trainer.final_eval = lambda: None  # would validate best.pt, the same weights, a second time

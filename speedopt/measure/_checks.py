@@ -18,10 +18,14 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
 
 
-def check_protocol(steps: int, warmup: int, timeout_s: float, timeout_flag: str = "--timeout") -> None:
-    """Measured steps, warm-up batches and the per-trial timeout."""
+def check_protocol(
+    steps: int, warmup: int, timeout_s: float, timeout_flag: str = "--timeout", max_steps: int | None = None
+) -> None:
+    """Measured steps (minimum and maximum), warm-up batches and the per-trial timeout."""
     if steps < 2:
         raise UsageError(f"--steps must be at least 2 (measured steps), got {steps}")
+    if max_steps is not None and max_steps < steps:
+        raise UsageError(f"--max-steps must be at least --steps ({steps}), got {max_steps}")
     if warmup < 1:
         raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
     if timeout_s <= 0:

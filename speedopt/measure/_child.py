@@ -74,7 +74,10 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     """Train through the engine with telemetry running; the figures of a TrialResult."""
     gpu = None if job.device == "cpu" else int(job.device.split(",")[0])
     sampler = Sampler(gpu_index=gpu).start()
-    clock = StepClock(job.warmup, job.steps, progress=lambda phase, done, of: publish(phase=phase, done=done, of=of))
+    clock = StepClock(
+        job.warmup, job.steps, progress=lambda phase, done, of: publish(phase=phase, done=done, of=of),
+        max_steps=job.max_steps, queued=job.queued,
+    )
     started = time.perf_counter()
     run = TrainRun(job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed)
     try:
@@ -93,6 +96,10 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         data_wait_fraction=stats.data_wait_fraction,
         setup_s=(clock.first_batch_at or started) - started,
         measured_s=stats.measured_s,
+        steps=stats.steps,
+        warmup=stats.warmup,
+        ci_rel=stats.ci_rel,
+        converged=stats.converged,
         peak_gpu_mem_mb=_peak_gpu_mb(job.device),
         gpu_util_mean=gpu_util,
         cpu_util_mean=cpu,
@@ -101,7 +108,8 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         val_build_s=report.val_build_s,
         val_images=report.val_images,
     )
-    return f"measured {job.steps} steps after {job.warmup} warm-up steps"
+    ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
+    return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"
 
 
 def _peak_gpu_mb(device: str) -> float | None:

@@ -7,12 +7,17 @@ images/s over the measured window. It stops training by raising :class:`TrialFin
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from speedopt.status import TrialFinished
+
+#: The adaptive window's stopping rule: the 90% confidence interval of the mean step time within +/-5%.
+LEVEL = 0.90
+TARGET = 0.05
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,23 @@ class StepStats:
     measured_s: float
     measured_images: int
     window: tuple[float, float]
+    steps: int = 0  # measured steps (the window adapts between the minimum and the maximum)
+    warmup: int = 0  # warm-up batches run before the window
+    ci_rel: float | None = None  # half-width of the 90% confidence interval of the mean step time, / the mean
+    converged: bool = False  # ci_rel reached the target before the maximum steps
+
+
+def mean_ci_rel(samples: list[float], level: float = LEVEL) -> float:
+    """Half-width of the ``level`` confidence interval of the mean of ``samples``, relative to the mean
+    (Student's t; the samples taken as independent)."""
+    from scipy.stats import t
+
+    n = len(samples)
+    mean = statistics.fmean(samples)
+    if n < 2 or mean <= 0:
+        return float("inf")
+    quantile = float(t.ppf(0.5 + level / 2, n - 1))
+    return float(quantile * statistics.stdev(samples) / n**0.5 / mean)
 
 
 class StepClock:
@@ -33,6 +55,13 @@ class StepClock:
 
     A step's interval runs from the end of the previous step to the end of this one, so the
     intervals tile the measured window and images_per_s = images / window length.
+
+    Warm-up lasts ``warmup`` batches and, with dataloader workers, until the prefetch queue they
+    filled while the model was built (``queued`` batches) has been consumed: after ``max(warmup,
+    queued)`` batches, the first batch that had to wait for data shows the queue empty; a config
+    whose queue never empties is compute-bound and the queue holds no bias (warm-up stops at
+    ``warmup + 3 * queued`` batches). Then the window adapts: at least ``steps`` steps, and on until the
+    90% confidence interval of the mean step time is within +/-``target`` of it, or ``max_steps``.
     """
 
     def __init__(
@@ -41,24 +70,36 @@ class StepClock:
         steps: int,
         progress: Callable[[str, int, int], None] | None = None,
         now: Callable[[], float] = time.perf_counter,
+        max_steps: int | None = None,
+        queued: int = 0,
+        target: float = TARGET,
     ):
         if warmup < 1 or steps < 2:
             raise ValueError("need warmup >= 1 and steps >= 2")
         self.warmup, self.steps = warmup, steps
+        self.max_steps = max(steps, max_steps or steps)
+        self.queued, self.target = queued, target
         self._progress = progress
         self._now = now
         self.first_batch_at: float | None = None
         self._batches = 0
+        self._warm: int | None = None  # warm-up batches, once warm-up is over
         self._last_end: float | None = None
         self._start: float | None = None
         self._intervals: list[float] = []
         self._waits: list[float] = []
         self._images: list[int] = []
+        self._ci: float | None = None
 
     @property
     def batches(self) -> int:
         """Batches completed so far, warm-up included."""
         return self._batches
+
+    @property
+    def warmup_cap(self) -> int:
+        """The most warm-up batches this clock runs."""
+        return self.warmup + 3 * self.queued
 
     def batch_start(self) -> None:
         """A batch has arrived from the dataloader; its step begins."""
@@ -69,19 +110,38 @@ class StepClock:
     def batch_end(self, images: int) -> None:
         """The step finished (device synchronised by the caller); raises TrialFinished when done."""
         end = self._now()
-        if self._batches >= self.warmup and self._last_end is not None and self._start is not None:
+        wait = self._start - self._last_end if self._start is not None and self._last_end is not None else 0.0
+        compute = end - self._start if self._start is not None else 0.0
+        if self._warm is not None and self._last_end is not None:
             self._intervals.append(end - self._last_end)
-            self._waits.append(self._start - self._last_end)
+            self._waits.append(wait)
             self._images.append(images)
         self._batches += 1
         self._last_end = end
-        if self._progress:
-            if self._batches <= self.warmup:
-                self._progress("warmup", self._batches, self.warmup)
-            else:
-                self._progress("measure", self._batches - self.warmup, self.steps)
-        if self._batches >= self.warmup + self.steps:
+        if self._warm is None:
+            self._end_warmup_if_due(waited=wait > 0.05 * compute)
+            self._report("warmup", self._batches, self.warmup_cap if self._warm is None else self._batches)
+            return
+        self._report("measure", len(self._intervals), self.max_steps)
+        if self._done():
             raise TrialFinished
+
+    def _end_warmup_if_due(self, waited: bool) -> None:
+        if self._batches < max(self.warmup, self.queued):
+            return
+        if self.queued == 0 or waited or self._batches >= self.warmup_cap:
+            self._warm = self._batches
+
+    def _done(self) -> bool:
+        n = len(self._intervals)
+        if n < self.steps:
+            return False
+        self._ci = mean_ci_rel(self._intervals)
+        return self._ci <= self.target or n >= self.max_steps
+
+    def _report(self, phase: str, done: int, of: int) -> None:
+        if self._progress:
+            self._progress(phase, done, of)
 
     @property
     def window(self) -> tuple[float, float] | None:
@@ -91,7 +151,7 @@ class StepClock:
         return self._last_end - sum(self._intervals), self._last_end
 
     def stats(self) -> StepStats:
-        """Statistics of the measured steps; needs all steps measured."""
+        """Statistics of the measured steps; needs at least the minimum steps measured."""
         if len(self._intervals) < self.steps:
             raise RuntimeError(f"only {len(self._intervals)} of {self.steps} steps measured")
         total = sum(self._intervals)
@@ -99,6 +159,8 @@ class StepClock:
         p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
         window = self.window
         assert window is not None
+        ci: float | None = self._ci if self._ci is not None else mean_ci_rel(self._intervals)
+        ci = ci if ci is not None and math.isfinite(ci) else None
         return StepStats(
             images_per_s=sum(self._images) / total,
             step_s_median=statistics.median(ordered),
@@ -107,4 +169,8 @@ class StepClock:
             measured_s=total,
             measured_images=sum(self._images),
             window=window,
+            steps=len(self._intervals),
+            warmup=self._warm or 0,
+            ci_rel=ci,
+            converged=ci is not None and ci <= self.target,
         )

@@ -34,9 +34,11 @@ class TrialRequest:
     device: str
     engine: str = "ultralytics"
     yolov5_dir: str | None = None  # the classic engine's checkout (absolute); None: the yolov5 package
-    steps: int = defaults.STEPS
+    steps: int = defaults.STEPS  # the minimum measured steps
     warmup: int = defaults.WARMUP
     timeout_s: float = defaults.TRIAL_TIMEOUT_S
+    max_steps: int = 0  # the adaptive window's maximum (0: the minimum)
+    queued: int = 0  # batches the dataloader workers prefetch: warm-up consumes them first
     epochs: int = defaults.EPOCHS
     images: int = 0  # train images the trial uses
     images_total: int = 0
@@ -61,19 +63,26 @@ def prepare(
     seed: int = defaults.SEED,
     ram_limit_bytes: int | None = None,
     yolov5_dir: str | None = None,
+    max_steps: int | None = None,
 ) -> TrialRequest:
-    """Check every input (raising UsageError) and decide how the trial runs on this machine."""
-    check_protocol(steps, warmup, timeout_s)
+    """Check every input (raising UsageError) and decide how the trial runs on this machine.
+
+    ``max_steps`` (default: defaults.MAX_STEPS_FACTOR x ``steps``) bounds the adaptive window.
+    """
+    check_protocol(steps, warmup, timeout_s, max_steps=max_steps)
+    most = defaults.max_steps(steps, max_steps)
     eng = installed_engine(engine, yolov5_dir)
     ds = load(data)
     knobs, notes = knobs_mod.validate(requested)
     dev = machine.parse_device(device)
     knobs, adjusted = adjust_to_device(knobs, eng, dev)
     notes += adjusted.values()
+    queued = knobs.workers * eng.prefetch_batches
     total = len(ds.train_images)
-    images = min(total, (warmup + steps) * knobs.batch)
+    batches = warmup + 3 * queued + most  # the longest warm-up and window the clock may run
+    images = min(total, batches * knobs.batch)
     if images < total:
-        notes.append(f"trains on {images} of {total} images: enough for {warmup}+{steps} batches of {knobs.batch}")
+        notes.append(f"trains on {images} of {total} images: enough for {batches} batches of {knobs.batch}")
     infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes) if knobs.cache == "ram" else None
     return TrialRequest(
         data_yaml=str(ds.yaml_path),
@@ -85,6 +94,8 @@ def prepare(
         steps=steps,
         warmup=warmup,
         timeout_s=timeout_s,
+        max_steps=most,
+        queued=queued,
         epochs=epochs,
         images=images,
         images_total=total,

@@ -33,8 +33,11 @@ class TrialResult:
     peak_gpu_mem_mb: float | None = None
     gpu_util_mean: float | None = None
     cpu_util_mean: float | None = None
-    steps: int | None = None
-    warmup: int | None = None
+    steps: int | None = None  # measured steps (the adaptive window's length)
+    warmup: int | None = None  # warm-up batches before the window
+    max_steps: int | None = None
+    ci_rel: float | None = None  # 90% CI half-width of the mean step time, relative to it
+    converged: bool | None = None  # the CI reached +/-5% before max_steps
     images_used: int | None = None
     images_total: int | None = None
     train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used

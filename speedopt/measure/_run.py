@@ -54,6 +54,7 @@ def unmeasured(request: TrialRequest, status: Status, message: str) -> TrialResu
         notes=request.notes,
         steps=request.steps,
         warmup=request.warmup,
+        max_steps=request.max_steps,
         images_total=request.images_total,
     )
 

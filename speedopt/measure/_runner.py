@@ -192,3 +192,13 @@ def _log_tail(log: Path, lines: int = 15) -> str:
         return ""
     rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]  # keep a progress bar's final state
     return "\n".join([r for r in rows if r][-lines:])
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """Public name of :func:`_kill_group`, for other runners of a child in its own session (``speedopt verify``)."""
+    _kill_group(proc, grace_s)
+
+
+def log_tail(log: Path, lines: int = 15) -> str:
+    """Public name of :func:`_log_tail`: the last ``lines`` non-empty lines of a child's log."""
+    return _log_tail(log, lines)

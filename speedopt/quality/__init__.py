@@ -1,7 +1,8 @@
 """Quality: the mAP-loss constraint that keeps a faster config from costing accuracy.
 
 :class:`Policy` says how accuracy is judged; :class:`Judge` probes signatures lazily through the
-:class:`ProbeCache` in the storage and returns a :class:`Verdict` per trial.
+:class:`ProbeCache` in the storage and returns a :class:`Verdict` per trial; :func:`unchecked_knobs`
+names the accuracy knobs a config changed without any check (quality off), so no claim hides them.
 """
 
 from speedopt.quality._cache import CACHE_STUDY, ProbeCache, ProbeResult, cache_entries, cache_key, merge_cache
@@ -18,6 +19,8 @@ from speedopt.quality._policy import (
     parse_max_loss,
     signature,
     signature_text,
+    unchecked_knobs,
+    unchecked_text,
 )
 
 __all__ = [
@@ -43,4 +46,6 @@ __all__ = [
     "parse_max_loss",
     "signature",
     "signature_text",
+    "unchecked_knobs",
+    "unchecked_text",
 ]

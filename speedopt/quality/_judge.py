@@ -20,7 +20,15 @@ from speedopt.knobs import Knobs
 from speedopt.measure import ProbeJob, Progress, run_job
 from speedopt.offline import cache_dir
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
-from speedopt.quality._policy import BASELINE_SEEDS, Feasibility, Policy, signature, signature_text
+from speedopt.quality._policy import (
+    BASELINE_SEEDS,
+    Feasibility,
+    Policy,
+    signature,
+    signature_text,
+    unchecked_knobs,
+    unchecked_text,
+)
 from speedopt.status import Status
 
 if TYPE_CHECKING:
@@ -40,7 +48,12 @@ class ProbeTarget:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the quality gate decided for one measured config."""
+    """What the quality gate decided for one measured config.
+
+    ``unchecked`` names the accuracy knobs that differ from the baseline while nothing judged
+    accuracy (quality off): such a config counts as feasible, since the user chose not to check, but
+    it must never be shown as having kept accuracy.
+    """
 
     signature: dict[str, Any]
     feasibility: Feasibility
@@ -53,6 +66,7 @@ class Verdict:
     probes_run: int = 0
     cache_hits: int = 0
     reason: str = ""
+    unchecked: tuple[str, ...] = ()
 
     def constraint(self) -> float:
         """Optuna constraint value (<= 0 feasible): loss minus (allowed loss + spread) when probed."""
@@ -75,6 +89,7 @@ class Verdict:
             "probes_run": self.probes_run,
             "probe_cache_hits": self.cache_hits,
             "quality_reason": self.reason,
+            "accuracy_unchecked": list(self.unchecked),
         }
 
 
@@ -172,8 +187,12 @@ class Judge:
         """Feasibility of a config measured ok at ``images_per_s``, given the best feasible so far."""
         sig = signature(knobs)
         ran0, hits0 = self.ran, self.hits
-        if not self.policy.probing:
-            return Verdict(sig, Feasibility.FEASIBLE, reason="quality off: accuracy knobs fixed at the baseline")
+        if not self.policy.probing:  # nothing judges accuracy: say whether the trained model is the baseline's
+            differ = unchecked_knobs(self.policy, self.baseline, knobs)
+            if differ:
+                return Verdict(sig, Feasibility.FEASIBLE, reason=unchecked_text(differ), unchecked=differ)
+            same = "quality off: accuracy knobs as the baseline's (the same trained model), so accuracy is kept"
+            return Verdict(sig, Feasibility.FEASIBLE, reason=same)
         if sig == signature(self.baseline):
             return Verdict(sig, Feasibility.FEASIBLE, map_loss=0.0, reason="the baseline's own signature")
         if best_feasible is not None and images_per_s <= best_feasible:
@@ -181,14 +200,17 @@ class Judge:
             return Verdict(sig, Feasibility.UNPROBED, reason=why)
         ref = self.reference()
         if ref.map50_95 is None or ref.spread is None:
-            counts = {"probes_run": self.ran - ran0, "cache_hits": self.hits - hits0}
-            return Verdict(sig, Feasibility.UNPROBED, reason=f"cannot judge: {ref.why}", **counts)
+            why = f"cannot judge: {ref.why}"
+            return Verdict(sig, Feasibility.UNPROBED, probes_run=self.ran - ran0, cache_hits=self.hits - hits0, reason=why)
         allowed = self.policy.limit.allowed(ref.map50_95)
         run = self.score(knobs, BASELINE_SEEDS[0])
-        counts = {"probes_run": self.ran - ran0, "cache_hits": self.hits - hits0}
+        ran, hits = self.ran - ran0, self.hits - hits0
         if not run.ok or run.map50_95 is None:
             why = f"probe ended {run.status.value}: {run.message}"
-            return Verdict(sig, Feasibility.REJECTED, allowed=allowed, spread=ref.spread, reference=ref.map50_95, reason=why, **counts)
+            return Verdict(
+                sig, Feasibility.REJECTED, allowed=allowed, spread=ref.spread, reference=ref.map50_95,
+                probes_run=ran, cache_hits=hits, reason=why,
+            )
         loss = ref.map50_95 - run.map50_95
         feasible = loss <= allowed + ref.spread
         reason = (
@@ -198,7 +220,7 @@ class Judge:
         )
         return Verdict(
             sig, Feasibility.FEASIBLE if feasible else Feasibility.REJECTED, run.map50, run.map50_95, loss, allowed,
-            ref.spread, ref.map50_95, reason=reason, **counts,
+            ref.spread, ref.map50_95, probes_run=ran, cache_hits=hits, reason=reason,
         )
 
 

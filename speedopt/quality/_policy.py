@@ -37,6 +37,26 @@ def signature(knobs: Knobs) -> dict[str, Any]:
     return {k: values[k] for k in ACCURACY_KNOBS}
 
 
+def unchecked_knobs(policy: Policy, baseline: Knobs, config: Knobs) -> tuple[str, ...]:
+    """The accuracy knobs of ``config`` that differ from the baseline's while nothing judges accuracy.
+
+    Empty when the policy probes (the mAP-loss constraint judges every difference) or when the
+    signatures are identical (the same trained model as the baseline, so accuracy is kept). A
+    non-empty answer means any speedup claim for ``config`` is made without an accuracy check.
+    """
+    if policy.probing:
+        return ()
+    ours, theirs = signature(config), signature(baseline)
+    return tuple(k for k in ACCURACY_KNOBS if ours[k] != theirs[k])
+
+
+def unchecked_text(knobs: tuple[str, ...]) -> str:
+    """``accuracy not checked: model, imgsz differ from the baseline`` (empty when nothing is unchecked)."""
+    if not knobs:
+        return ""
+    return f"accuracy not checked: {', '.join(knobs)} {'differs' if len(knobs) == 1 else 'differ'} from the baseline"
+
+
 def signature_text(sig: dict[str, Any]) -> str:
     """A signature in one line: model imgsz batch amp freeze."""
     amp = "on" if sig["amp"] else "off"

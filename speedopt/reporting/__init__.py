@@ -1,7 +1,8 @@
 """Reporting: what a study found, for people (markdown, figures, CSV, the dashboard) and scripts.
 
 :func:`build` writes the report; :func:`recommend` gives the best trial as commands in the study's
-dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs optuna-dashboard.
+dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs optuna-dashboard;
+:func:`verify` runs the recommended command for real and :func:`verified_section` reports it.
 """
 
 from speedopt.reporting._bottleneck import Diagnosis, diagnose
@@ -10,13 +11,16 @@ from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._markdown import Written, build
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommend, recommendation
+from speedopt.reporting._verify import Verification, check_verify_options, verified_section, verify
 
 __all__ = [
     "Diagnosis",
     "Projection",
     "Recommendation",
+    "Verification",
     "Written",
     "build",
+    "check_verify_options",
     "diagnose",
     "feasible_best",
     "project",
@@ -25,5 +29,7 @@ __all__ = [
     "serve",
     "trial_table",
     "validation_time",
+    "verified_section",
+    "verify",
     "write_csv",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
-from speedopt.study import TrialRecord, best_trial, open_storage
+from speedopt.study import Finals, TrialRecord, open_storage, recommended_trial
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -19,14 +19,16 @@ if TYPE_CHECKING:
 
 
 def feasible_best(storage: BaseStorage) -> BaseStorage:
-    """``storage`` with ``get_best_trial`` answering speedopt's best trial (the fastest feasible one)."""
+    """``storage`` with ``get_best_trial`` answering speedopt's recommended trial (the finals' choice, else
+    the fastest feasible one)."""
     from optuna.trial import TrialState
 
     plain = storage.get_best_trial
 
     def best(self: BaseStorage, study_id: int) -> FrozenTrial:
         trials = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-        found = best_trial(r for r in map(TrialRecord.from_frozen, trials) if r is not None)
+        finals = Finals.from_attr(self.get_study_user_attrs(study_id).get("finals"))
+        found = recommended_trial((r for r in map(TrialRecord.from_frozen, trials) if r is not None), finals)
         if found is None:
             return plain(study_id)
         return next(t for t in trials if t.number == found.number)

@@ -7,6 +7,7 @@ validation pass per projected config); projections are labelled as estimates wit
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt import engines
 from speedopt.errors import UsageError
-from speedopt.knobs import knobs_text
+from speedopt.knobs import Knobs, knobs_text, value_text
 from speedopt.measure import ValidationTime
 from speedopt.quality import Feasibility
 from speedopt.reporting import _figures as figures
@@ -22,6 +23,7 @@ from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
+from speedopt.speedup import METHOD
 from speedopt.status import Status
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
 
@@ -101,11 +103,18 @@ def _side_by_side(base: TrialRecord | None, best: TrialRecord | None, result: Se
             return f"{reference:.4f} (baseline reference, mean of two seeds)" if reference is not None else "baseline signature, not probed"
         return "not probed"
 
+    finals = result.finals
+
+    def finals_median(c: TrialRecord) -> str:
+        measured = [v for v in finals.series(c.number) if v is not None] if finals and c.number in finals.trials else []
+        return f"{statistics.median(measured):.2f} (median of {len(measured)})" if measured else "-"
+
     row("trial", lambda c: str(c.number))
     row("config", lambda c: knobs_text(c.config))
     row("status", lambda c: c.status.value)
-    row("images/s", lambda c: _f(c.images_per_s, 2))
-    lines.append(f"| speedup | 1.00x | {result.speedup:.2f}x |" if result.speedup else "| speedup | - | - |")
+    row("images/s (search, measured once)", lambda c: _f(c.images_per_s, 2))
+    row("images/s (finals rounds)", finals_median)
+    lines.append(f"| speedup | 1.00x | {_speedup_cell(result)} |")
     row("step time median / p90 (s)", lambda c: f"{_f(c.result.step_s_median, 3)} / {_f(c.result.step_s_p90, 3)}")
     row("waiting for data", lambda c: _pct(c.result.data_wait_fraction))
     row("GPU utilisation", lambda c: _f(c.result.gpu_util_mean, 0, "%"))
@@ -120,7 +129,56 @@ def _side_by_side(base: TrialRecord | None, best: TrialRecord | None, result: Se
     return lines
 
 
-def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes: list[str]) -> list[str]:
+def _speedup_cell(result: SearchOutcome) -> str:
+    if result.speedup is not None:
+        return result.speedup.text()
+    if result.keep_settings:
+        return "no measurable gain (keep your settings)"
+    return "not claimed: " + result.verdict_text()
+
+
+def _finals(result: SearchOutcome) -> list[str]:
+    """Every finals measurement: one row per config, one column per round, the paired speedup."""
+    finals = result.finals
+    lines = ["## Finals: the leaders measured again beside the baseline", ""]
+    if finals is None:
+        p = result.protocol
+        why = "--repeats 0" if p is not None and p.repeats == 0 else "no feasible config other than the baseline"
+        return lines + [f"No finals ran ({why}): no speedup is claimed.", ""]
+    rounds = " | ".join(f"round {r + 1}" for r in range(finals.repeats))
+    lines += [f"Interleaved rounds (baseline, then each finalist, per round); images/s per measurement; speedup = "
+              f"median of the per-round ratios to the baseline, interval = {METHOD}.", "",
+              f"| trial | config | {rounds} | speedup |", "|---|---|" + "---|" * finals.repeats + "---|"]
+    speedups = finals.speedups()
+    by_number = {r.number: r for r in result.trials}
+    for number in finals.trials:
+        record = by_number.get(number)
+        cells = " | ".join(_f(v, 2) for v in finals.series(number))
+        s = speedups.get(number)
+        label = "baseline" if number == finals.baseline else (s.text() if s else "-")
+        lines.append(f"| {number} | {knobs_text(record.config) if record else '?'} | {cells} | {label} |")
+    return lines + ["", f"**Decision:** {result.verdict_text()}.", ""]
+
+
+def _honoured(p: StudyProtocol) -> list[str]:
+    """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
+    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    fixed = engine.fixed_knobs(p.device)
+    entry = "python train.py" if p.engine == "yolov5" else "yolo detect train"
+    lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
+             "| knob | honoured | what the real run does |", "|---|---|---|"]
+    for knob in Knobs.__dataclass_fields__:
+        if knob in fixed:
+            value, why = fixed[knob]
+            lines.append(f"| {knob} | no | always {value_text(value)}: {_cell(why)}; trials ran the same |")
+        elif knob == "amp" and p.device == "cpu":
+            lines.append("| amp | no | off: AMP needs CUDA; trials ran off |")
+        else:
+            lines.append(f"| {knob} | yes | as the command says |")
+    return lines + [""]
+
+
+def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes: list[str], certain: bool) -> list[str]:
     lines = [f"## 3. Projected full run ({epochs} epochs, full train set) — an estimate", ""]
     lines += ["| estimate | baseline | recommended |", "|---|---|---|"]
 
@@ -131,8 +189,10 @@ def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes
     row("train time per epoch", lambda p: _duration(p.epoch_train_s))
     row("validation per epoch", lambda p: _duration(p.val_s))
     row(f"total for {epochs} epochs", lambda p: _duration(p.total_s))
-    if pb and pr:
+    if pb and pr and certain:
         lines.append(f"| time saved | | {_duration(pb.total_s - pr.total_s)} ({100 * (1 - pr.total_s / pb.total_s):.0f}%) |")
+    elif pb and pr:
+        lines.append("| time saved | | not claimed: no speedup certified by the finals |")
     lines.append("")
     for label, p in (("baseline", pb), ("recommended", pr)):
         if p:
@@ -144,6 +204,10 @@ def _command(rec: Recommendation | None, epochs: int) -> list[str]:
     lines = ["## 4. Recommended command", ""]
     if rec is None:
         return lines + ["none yet", ""]
+    if rec.keep_settings:
+        lines += ["No measurable gain on this machine: keep your settings (the baseline's command below).", ""]
+    else:
+        lines += [f"Trial {rec.trial.number}: {rec.verdict}.", ""]
     if rec.classic:
         where = rec.protocol.yolov5_dir or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
         lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
@@ -177,14 +241,18 @@ def _warm_start(p: StudyProtocol, done: list[TrialRecord]) -> list[str]:
 
 
 def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
-    lines = ["## 5. Trials", "", "Top feasible trials (measured ok, accuracy kept):", "",
-             "| # | config | images/s | vs baseline | data wait | mAP50-95 | mAP loss |", "|---|---|---|---|---|---|---|"]
+    lines = ["## 5. Trials", "", "Top feasible trials (measured ok, accuracy kept; one measurement each, "
+             "with the 90% confidence interval of its mean step time):", "",
+             "| # | config | images/s | +/- | steps | vs baseline (one run each) | data wait | mAP50-95 | mAP loss |",
+             "|---|---|---|---|---|---|---|---|---|"]
     base_ips = base.images_per_s if base and base.result.ok else None
     feasible = table[(table["status"] == Status.OK.value) & (table["feasibility"] == Feasibility.FEASIBLE.value)]
     for row in rows(feasible.sort_values("images_per_s", ascending=False).head(10)):
         speed = float(row["images_per_s"])
         ratio = f"{speed / base_ips:.2f}x" if base_ips else "-"
-        lines.append(f"| {row['number']} | {row['config']} | {speed:.2f} | {ratio} | {_pct(row['data_wait_fraction'])} | "
+        ci = row.get("ci_rel")
+        lines.append(f"| {row['number']} | {row['config']} | {speed:.2f} | {_pct(ci)} | {_f(row.get('steps'))} | {ratio} | "
+                     f"{_pct(row['data_wait_fraction'])} | "
                      f"{_f(row['probe_map50_95'], 4)} | {_f(row['map_loss'], 4)} |")
     others = table[~table.index.isin(feasible.index)]
     lines += ["", "Not recommended (failed, infeasible, rejected by the mAP constraint, or not probed):", ""]
@@ -241,17 +309,21 @@ def _accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
 
 
 def _projections(
-    study: optuna.Study, p: StudyProtocol, pair: tuple[TrialRecord | None, ...], epochs: int, measure_validation: bool
+    study: optuna.Study, result: SearchOutcome, pair: tuple[TrialRecord | None, ...], epochs: int, measure_validation: bool
 ) -> tuple[dict[int, Projection | None], list[str]]:
     """The full-run estimate of the baseline and the recommended trial, each with a timed validation pass."""
+    p = result.protocol
+    assert p is not None
     out: dict[int, Projection | None] = {}
     notes = []
     if measure_validation and not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
         notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
         measure_validation = False
+    finals = result.finals
     for r in pair:
         if r is None or not r.result.ok or r.number in out:
             continue
+        rounds = [v for v in finals.series(r.number) if v is not None] if finals and r.number in finals.trials else []
         val_s = None
         if measure_validation:
             timed = validation_time(study, p, r.config)
@@ -259,7 +331,8 @@ def _projections(
                 val_s = timed.seconds
             else:
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
-        out[r.number] = project(r.result, epochs, val_s)
+        median = statistics.median(rounds) if rounds else None
+        out[r.number] = project(r.result, epochs, val_s, median, len(rounds))
     return out, notes
 
 
@@ -271,15 +344,17 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
         raise UsageError(f"study {study.study_name!r} has no completed trial yet; run `speedopt search` first")
     p = result.protocol or StudyProtocol.from_attrs(study.user_attrs, study.study_name)  # the latter says why not
     table = trial_table(study, done)
-    base, best = result.baseline, result.best
-    projections, val_notes = _projections(study, p, (base, best), epochs, measure_validation)
+    base, best = result.baseline, result.recommended
+    projections, val_notes = _projections(study, result, (base, best), epochs, measure_validation)
     folder = out_dir / study.study_name
     folder.mkdir(parents=True, exist_ok=True)
     figs = _figures(table, p, result, folder)
     md = [f"# speedopt report: {study.study_name}", ""]
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
-    md += _projection(epochs, pb, pr, val_notes) + _command(recommendation(result), epochs) + _warm_start(p, done)
+    certain = result.speedup is not None and result.speedup.certain
+    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + _command(recommendation(result), epochs)
+    md += _honoured(p) + _warm_start(p, done)
     md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     md += [f"![optimisation history]({study.study_name}/{figs[0].name})", "",
            f"![throughput against each knob]({study.study_name}/{figs[1].name})", "",

@@ -37,12 +37,21 @@ class Projection:
     basis: tuple[str, ...]
 
 
-def project(result: TrialResult, epochs: int, val_s: float | None) -> Projection | None:
-    """The full-run estimate for a config measured ok (None for a trial without throughput)."""
+def project(
+    result: TrialResult, epochs: int, val_s: float | None, images_per_s: float | None = None, rounds: int = 0
+) -> Projection | None:
+    """The full-run estimate for a config measured ok (None for a trial without throughput).
+
+    ``images_per_s`` (the median of ``rounds`` finals measurements) replaces the trial's one measurement.
+    """
     if result.images_per_s is None or not result.images_total:
         return None
     total_images = result.images_total
-    basis = [f"{result.images_per_s:.2f} images/s measured over {result.steps} steps on {result.device}"]
+    speed = images_per_s or result.images_per_s
+    if images_per_s is not None and rounds:
+        basis = [f"{speed:.2f} images/s: median of {rounds} finals rounds on {result.device}"]
+    else:
+        basis = [f"{speed:.2f} images/s measured once over {result.steps} steps on {result.device}"]
     build = 0.0
     if result.train_build_s is not None and result.images_used:
         scale = total_images / result.images_used
@@ -51,14 +60,14 @@ def project(result: TrialResult, epochs: int, val_s: float | None) -> Projection
             f"dataset build {result.train_build_s:.2f} s measured for {result.images_used} train images "
             f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {result.val_build_s or 0:.2f} s for the val split"
         )
-    epoch = total_images / result.images_per_s
-    basis.append(f"epoch = {total_images} train images / {result.images_per_s:.2f} images/s = {epoch:.1f} s")
+    epoch = total_images / speed
+    basis.append(f"epoch = {total_images} train images / {speed:.2f} images/s = {epoch:.1f} s")
     if val_s is not None:
         basis.append(f"validation pass {val_s:.1f} s, timed once on the val split with the trainer's own validator")
     else:
         basis.append("validation not timed: left out of the total")
     total = build + epochs * (epoch + (val_s or 0.0))
-    return Projection(epochs, total_images, result.images_per_s, build, epoch, val_s, total, tuple(basis))
+    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis))
 
 
 def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:

@@ -7,12 +7,14 @@ Every form parses back to the recommended knobs (:mod:`speedopt.command`).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from speedopt import command
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
+from speedopt.speedup import METHOD, Speedup
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
 
 if TYPE_CHECKING:
@@ -26,7 +28,15 @@ class Recommendation:
     study: str
     protocol: StudyProtocol
     trial: TrialRecord
-    speedup: float | None  # over the baseline, both measured in the study
+    speedup: Speedup | None  # over the baseline, from the finals' paired rounds (None: no gain claimed)
+    verdict: str = ""  # the speedup with its interval, "no measurable gain ...", or why none is claimed
+    keep_settings: bool = False  # the finals found no measurable gain: this is the baseline
+    median_images_per_s: float | None = None  # over the config's finals rounds, when it had them
+
+    @property
+    def images_per_s(self) -> float | None:
+        """The config's images/s: the median of its finals rounds when it had them, else its one trial."""
+        return self.median_images_per_s or self.trial.images_per_s
 
     @property
     def knobs(self) -> Knobs:
@@ -59,7 +69,8 @@ class Recommendation:
         """The ``speedopt trial`` command that measures this config again."""
         p = self.protocol
         return command.speedopt_trial(
-            p.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir
+            p.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir,
+            max_steps=p.max_steps,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,8 +81,13 @@ class Recommendation:
             "device": self.protocol.device,
             "trial": self.trial.number,
             "config": self.knobs.to_dict(),
-            "images_per_s": self.trial.images_per_s,
-            "speedup": self.speedup,
+            "images_per_s": self.images_per_s,
+            "speedup": None if self.speedup is None else {
+                "median": self.speedup.median, "low": self.speedup.low, "high": self.speedup.high,
+                "rounds": self.speedup.rounds, "interval": METHOD,
+            },
+            "keep_settings": self.keep_settings,
+            "verdict": self.verdict,
         }
 
 
@@ -82,6 +98,11 @@ def recommend(study: optuna.Study) -> Recommendation | None:
 
 def recommendation(result: SearchOutcome) -> Recommendation | None:
     """The recommendation of a study already summarised (None without a best trial or a protocol)."""
-    if result.best is None or result.protocol is None:
+    chosen = result.recommended
+    if chosen is None or result.protocol is None:
         return None
-    return Recommendation(result.study_name, result.protocol, result.best, result.speedup)
+    rounds = [v for v in result.finals.series(chosen.number) if v is not None] if result.finals else []
+    return Recommendation(
+        result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings,
+        statistics.median(rounds) if rounds else None,
+    )

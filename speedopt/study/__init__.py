@@ -6,8 +6,9 @@ result. Storage, warm start from another machine's study, and export/import live
 """
 
 from speedopt.study._config import SearchConfig
+from speedopt.study._finals import Finals, Repeat, finalists
 from speedopt.study._optimize import QuietView, View, best_feasible, run, suggest
-from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome
+from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome, recommended_trial
 from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.study._protocol import OBJECTIVE, StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
@@ -20,8 +21,10 @@ from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 __all__ = [
     "OBJECTIVE",
     "Domain",
+    "Finals",
     "ProbedSignature",
     "QuietView",
+    "Repeat",
     "SearchConfig",
     "SearchOutcome",
     "SearchPlan",
@@ -39,6 +42,7 @@ __all__ = [
     "default_space",
     "default_study_name",
     "export",
+    "finalists",
     "find_study",
     "import_study",
     "list_studies",
@@ -50,6 +54,7 @@ __all__ = [
     "plan",
     "plan_for_worker",
     "ranked",
+    "recommended_trial",
     "records",
     "recover_interrupted",
     "retry_callback",

@@ -20,7 +20,10 @@ class SearchConfig:
     fix: tuple[str, ...] = ()  # KNOB=VALUE pins
     baseline: str | None = None  # the user's settings, "model=yolov5s imgsz=640 ..."; None: the trainer's
     steps: int = defaults.STEPS
+    max_steps: int | None = None  # None: defaults.MAX_STEPS_FACTOR x steps
     warmup: int = defaults.WARMUP
+    finalists: int = defaults.FINALISTS  # configs re-measured against the baseline after the search
+    repeats: int = defaults.REPEATS  # interleaved rounds of that (0: no finals, no speedup claimed)
     seed: int = defaults.SEED
     device: str | None = None
     engine: str = "ultralytics"

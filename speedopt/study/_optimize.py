@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult, prepare, run_trial
+from speedopt.measure import TrialRequest, TrialResult, prepare, run_trial
 from speedopt.quality import CACHE_STUDY, Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
+from speedopt.study import _finals as finals_mod
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
 from speedopt.study._protocol import OBJECTIVE
-from speedopt.study._record import best_trial, records
+from speedopt.study._record import TrialRecord, best_trial, records
 from speedopt.study._recovery import recover_interrupted, worker_id
 from speedopt.study._space import Space
 from speedopt.study._storage import open_storage, study_names
@@ -49,6 +50,15 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
     def waiting(self, message: str) -> None:
         """Waiting for the host lock held by another process."""
 
+    def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
+        """The finals begin: these trials' configs (the baseline's first) in ``repeats`` interleaved rounds."""
+
+    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
+        """Round ``round_`` (0-based) measures the config of ``record`` again."""
+
+    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
+        """A repeat measurement ended."""
+
     def stop(self) -> None:
         """The search is over (normally or not)."""
 
@@ -75,25 +85,59 @@ def best_feasible(study: optuna.Study) -> float | None:
     return best.images_per_s if best else None
 
 
-def _measure(plan: SearchPlan, knobs: Knobs, view: View) -> TrialResult:
+def _prepare(plan: SearchPlan, knobs: Knobs) -> TrialRequest | TrialResult:
+    """The checked request for ``knobs``, or an error result (e.g. the dataset vanished mid-search)."""
     p = plan.protocol
     try:
-        request = prepare(
+        return prepare(
             p.data, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=p.steps,
             warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed, ram_limit_bytes=p.ram_limit_bytes,
+            max_steps=p.max_steps,
         )
-    except UsageError as exc:  # e.g. the dataset vanished mid-search: record, don't crash
+    except UsageError as exc:  # record, don't crash
         return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
+
+
+def _measure(plan: SearchPlan, request: TrialRequest | TrialResult, view: View) -> TrialResult:
+    if isinstance(request, TrialResult):
+        return request
     return run_trial(request, progress=view.trial_progress, on_wait=view.waiting, owner=plan.study_name)
 
 
+def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | TrialResult) -> int | None:
+    """The earlier trial that measured the same config (as asked, or as it will run), if any."""
+    runs = request.knobs if isinstance(request, TrialRequest) else None
+    for r in records(study):
+        if r.result.requested == asked or (runs is not None and r.config == runs):
+            return r.number
+    return None
+
+
+#: Proposals in a row that repeat measured configs before the search stops: the space is used up.
+DUPLICATE_LIMIT = 25
+
+
 def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.Trial], float]:
+    repeats = {"in_a_row": 0}
+
     def objective(trial: optuna.Trial) -> float:
+        import optuna
+
         trial.set_user_attr("worker", worker_id())
         baseline = trial.user_attrs.get("role") == "baseline"
         knobs = plan.protocol.baseline if baseline else suggest(trial, plan.protocol.space)
+        request = _prepare(plan, knobs)
+        earlier = None if baseline else duplicate_of(trial.study, knobs, request)
+        if earlier is not None:  # not measured again as a new trial: the budget goes to new configs
+            trial.set_user_attr("duplicate_of", earlier)
+            repeats["in_a_row"] += 1
+            if repeats["in_a_row"] >= DUPLICATE_LIMIT:
+                trial.study.set_user_attr("stopped", f"the sampler proposed only measured configs {DUPLICATE_LIMIT} times in a row: the space is used up")
+                trial.study.stop()
+            raise optuna.TrialPruned(f"config already measured in trial {earlier}")
+        repeats["in_a_row"] = 0
         view.trial_started(trial.number, knobs)
-        result = _measure(plan, knobs, view)
+        result = _measure(plan, request, view)
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
         for key, value in stored.items():
@@ -219,6 +263,22 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
                 callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))],
                 gc_after_trial=False,
             )
+        if plan.create and (_full(study, target) or "stopped" in study.user_attrs):
+            _finals(plan, study, view)
     finally:
         view.stop()
     return outcome(study)
+
+
+def _finals(plan: SearchPlan, study: optuna.Study, view: View) -> None:
+    """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.study._finals`)."""
+    p = plan.protocol
+    done = records(study)
+    chosen = finals_mod.finalists(done, p.finalists)
+    if p.repeats < 2 or not chosen:
+        return
+    view.finals_started(chosen, p.repeats)
+    finals_mod.run(
+        study, done, p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view),
+        started=view.repeat_started, finished=view.repeat_finished,
+    )

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
+from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
+from speedopt.study._finals import Finals, stored
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
 from speedopt.study._storage import open_storage, study_names
@@ -44,6 +47,8 @@ class SearchOutcome:
     probed: tuple[ProbedSignature, ...] = ()
     protocol: StudyProtocol | None = None  # None for a study speedopt did not make
     trials: tuple[TrialRecord, ...] = ()  # every measured trial, in trial order
+    finals: Finals | None = None  # the leaders re-measured beside the baseline, when run
+    stopped: str | None = None  # why the search stopped before its target (the space was used up)
 
     @property
     def complete(self) -> int:
@@ -51,11 +56,35 @@ class SearchOutcome:
         return len(self.trials)
 
     @property
-    def speedup(self) -> float | None:
-        """Best feasible images/s over the baseline's, both measured in this study."""
-        if not self.best or not self.baseline or not self.baseline.result.ok:
-            return None
-        return (self.best.images_per_s or 0.0) / (self.baseline.images_per_s or 1.0)
+    def decision(self) -> Decision[int] | None:
+        """The finals' verdict (None until the finals are complete)."""
+        return self.finals.decision() if self.finals and self.finals.complete else None
+
+    @property
+    def recommended(self) -> TrialRecord | None:
+        """The trial to train with (see :func:`recommended_trial`)."""
+        return recommended_trial(self.trials, self.finals)
+
+    def verdict_text(self) -> str:
+        """One line: the speedup with its interval, "no measurable gain", or why no gain is claimed."""
+        decision = self.decision
+        if decision is not None:
+            return decision.reason
+        if self.finals is not None:
+            return "finals incomplete: rerun the same command to finish them; no speedup claimed yet"
+        return "measured once in the search, not re-measured beside the baseline (no finals): no speedup claimed"
+
+    @property
+    def speedup(self) -> Speedup | None:
+        """The recommended config's speedup with its interval (None: no gain claimed)."""
+        decision = self.decision
+        return decision.speedup if decision else None
+
+    @property
+    def keep_settings(self) -> bool:
+        """The finals found no measurable gain: the baseline is the recommendation."""
+        decision = self.decision
+        return decision is not None and decision.choice is None
 
     @property
     def reference_map50_95(self) -> float | None:
@@ -65,6 +94,19 @@ class SearchOutcome:
     def counts_text(self) -> str:
         """``3 ok, 1 infeasible``."""
         return ", ".join(f"{n} {s.value}" for s, n in sorted(self.by_status.items(), key=lambda item: item[0].value))
+
+
+def recommended_trial(trials: Iterable[TrialRecord], finals: Finals | None) -> TrialRecord | None:
+    """THE recommendation: the finals' choice, the baseline when they found no measurable gain, and
+    without complete finals the search's fastest feasible trial (unconfirmed)."""
+    done = list(trials)
+    if finals is None or not finals.complete:
+        best, base = best_trial(done), baseline_trial(done)
+        return base if best is not None and base is not None and best.config == base.config else best
+
+    choice = finals.decision().choice
+    number = finals.baseline if choice is None else choice
+    return next((r for r in done if r.number == number), None)
 
 
 def outcome(study: optuna.Study) -> SearchOutcome:
@@ -94,6 +136,8 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         probed=tuple(probed.values()),
         protocol=protocol,
         trials=tuple(done),
+        finals=stored(study),
+        stopped=study.user_attrs.get("stopped"),
     )
 
 

@@ -17,7 +17,7 @@ from speedopt import defaults, machine
 from speedopt.data import Dataset, fingerprint, load
 from speedopt.engines import Engine
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs, validate
+from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
 from speedopt.measure import (
     adjust_to_device,
@@ -57,21 +57,28 @@ def plan(config: SearchConfig) -> SearchPlan:
         raise UsageError(f"--trials must be at least 1, got {config.trials}")
     if config.timeout_s is not None and config.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive seconds, got {config.timeout_s:g}")
-    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout")
+    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
+    if config.finalists < 1:
+        raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
+    if config.repeats < 0 or config.repeats == 1:
+        raise UsageError(f"--repeats must be 0 (no finals) or at least 2 (rounds give an interval), got {config.repeats}")
     ram_limit = ram_limit_bytes(config.ram_limit_gb)
     eng = installed_engine(config.engine, config.yolov5_dir)
     ds = load(config.data)
     device = machine.parse_device(config.device)
-    base, notes = _baseline(config.baseline, eng, device)
-    mode = config.quality
+    fixed = space_mod.parse_fix(list(config.fix))
+    listed = space_mod.load_file(config.space_file) if config.space_file else {}
+    base, notes = _baseline(config.baseline, {**listed, **fixed}, eng, device)
+    mode, off_why = config.quality, "--quality off"
     if mode == "probe" and not eng.supports_probe:
         notes.append(f"the {config.engine} engine has no quality probe: quality off, accuracy knobs fixed at the baseline")
-        mode = "off"
+        mode, off_why = "off", f"the {config.engine} engine has no quality probe, so quality off"
     policy = make_policy(
         mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, config.weights, ds, config.probe_timeout_s
     )
+    _check_listed(listed, fixed, eng, device, policy, off_why)
     here = machine.fingerprint(str(ds.yaml_path.parent))
-    space, space_notes = _space(config, base, eng, device, policy, ds, ram_limit, here)
+    space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)
     fp_data = fingerprint(ds)
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
     protocol = StudyProtocol(
@@ -87,7 +94,10 @@ def plan(config: SearchConfig) -> SearchPlan:
         quality=policy,
         trials=config.trials,
         steps=config.steps,
+        max_steps=defaults.max_steps(config.steps, config.max_steps),
         warmup=config.warmup,
+        finalists=config.finalists,
+        repeats=config.repeats,
         trial_timeout_s=config.trial_timeout_s,
         ram_limit_bytes=ram_limit,
         seed=config.seed,
@@ -113,17 +123,59 @@ def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:
     return f"{ds.name}-{protocol.machine.short_name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 
 
-def _baseline(text: str | None, eng: Engine, device: str) -> tuple[Knobs, list[str]]:
-    """The user's settings (trial 0) as they can run here, and what was adjusted."""
-    base, notes = validate(space_mod.parse_baseline(text))
+def _baseline(text: str | None, given: dict[str, Domain], eng: Engine, device: str) -> tuple[Knobs, list[str]]:
+    """The user's settings (trial 0) as they can run here, and what was adjusted.
+
+    Without ``--baseline`` the values the user pinned (``given``: --space entries, then --fix) are
+    part of their setup, so the baseline takes them instead of the trainer's defaults.
+    """
+    pinned = Space(given).fixed()
+    base, notes = validate(space_mod.parse_baseline(text, pinned))
+    if not text and pinned:
+        shown = " ".join(f"{k}={value_text(v)}" for k, v in pinned.items())
+        notes.append(f"baseline: the trainer's defaults with your pinned {shown} (no --baseline given)")
     fixed = eng.fixed_knobs(device)
     notes += [f"{knob} is not searched: {why}" for knob, (_, why) in fixed.items()]
     base, adjusted = adjust_to_device(base, eng, device)
     return base, notes + [f"baseline {note}" for knob, note in adjusted.items() if knob not in fixed]
 
 
+def _check_listed(
+    listed: dict[str, Domain], fixed: dict[str, Domain], eng: Engine, device: str, policy: Policy, off_why: str
+) -> None:
+    """Refuse a --space entry the search would drop or replace: a knob the user listed is searched as listed.
+
+    A knob the trainer cannot vary here (its fixed knobs, AMP without CUDA) may list only the value
+    that runs; with quality off an accuracy knob may list one value (a pin, like --fix), never several.
+    Knobs also pinned by --fix are left to --fix (and noted by the caller).
+    """
+    own = {k: d for k, d in listed.items() if k not in fixed}
+    for knob, (value, why) in eng.fixed_knobs(device).items():
+        if knob in own and own[knob].values() != (value,):
+            raise UsageError(
+                f"--space lists {knob} {own[knob].text()} but the {eng.name} engine runs {knob}={value_text(value)} "
+                f"here ({why}); remove {knob} from the space file"
+            )
+    if "amp" in own and device == "cpu" and True in own["amp"].values():
+        raise UsageError(
+            f"--space lists amp {own['amp'].text()} but AMP needs CUDA and this search runs on the CPU; "
+            "remove amp from the space file or list amp: [off]"
+        )
+    if policy.probing:
+        return
+    searched = [k for k in ACCURACY_KNOBS if k in own and len(own[k].values()) > 1]
+    if searched:
+        what = " and ".join(f"{k} {own[k].text()}" for k in searched)
+        names = ", ".join(searched)
+        raise UsageError(
+            f"--space lists {what} but {off_why} keeps the accuracy knobs ({', '.join(ACCURACY_KNOBS)}) at the "
+            f"baseline's values; remove {names} from the space file or use --quality probe"
+        )
+
+
 def _space(
-    config: SearchConfig,
+    listed: dict[str, Domain],
+    fixed: dict[str, Domain],
     base: Knobs,
     eng: Engine,
     device: str,
@@ -132,25 +184,37 @@ def _space(
     ram_limit: int | None,
     here: MachineFingerprint,
 ) -> tuple[Space, list[str]]:
-    """The search space on this machine: defaults, then --space, --fix, the engine, quality and RAM."""
+    """The search space on this machine: defaults, then --space, --fix, the engine, quality and RAM.
+
+    What the user listed in --space was checked by :func:`_check_listed`; what changes a default
+    knob or a --fix pin here is said in a note.
+    """
     cuda = device != "cpu"
     notes: list[str] = []
     gpu_mb = here.gpus[0].memory_mb if cuda and here.gpus else None
-    fixed = space_mod.parse_fix(list(config.fix))
-    domains = {
-        **space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb).domains,
-        **(space_mod.load_file(config.space_file) if config.space_file else {}),
-        **fixed,
-    }
+    notes += [
+        f"--fix {k}={value_text(d.values()[0])} overrides the space file's {k} {listed[k].text()}"
+        for k, d in fixed.items()
+        if k in listed and listed[k] != d
+    ]
+    domains = {**space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb).domains, **listed, **fixed}
     domains.update({knob: Domain(choices=(value,)) for knob, (value, _) in eng.fixed_knobs(device).items()})
-    if not policy.probing:  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
-        values = base.to_dict()  # (a knob pinned with --fix keeps the user's explicit value)
-        pinned = [k for k in ACCURACY_KNOBS if k not in fixed]
-        domains.update({k: Domain(choices=(values[k],)) for k in pinned})
-        notes.append(f"quality off: {', '.join(pinned)} fixed at the baseline; no probes")
     if not cuda and True in domains["amp"].values():
         domains["amp"] = Domain(choices=(False,))
         notes.append("amp=on dropped from the space: AMP needs CUDA")
+    if not policy.probing:  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
+        values = base.to_dict()  # (a knob the user pinned, by --fix or one --space value, keeps that value)
+        pinned = [k for k in ACCURACY_KNOBS if k not in fixed and k not in listed]
+        domains.update({k: Domain(choices=(values[k],)) for k in pinned})
+        notes.append(f"quality off: {', '.join(pinned) or 'no accuracy knob'} fixed at the baseline; no probes")
+        differ = [k for k in ACCURACY_KNOBS if domains[k].values() != (values[k],)]
+        if differ:
+            ours = ", ".join(f"{k}={value_text(domains[k].values()[0])}" for k in differ)
+            theirs = ", ".join(f"{k}={value_text(values[k])}" for k in differ)
+            notes.append(
+                f"quality off: accuracy not checked for your pinned {ours}: the baseline has {theirs} "
+                "(--quality probe checks it)"
+            )
     cache_values = domains["cache"].values()
     if "ram" in cache_values and len(cache_values) > 1:
         smallest = min(domains["imgsz"].values())

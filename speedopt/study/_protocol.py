@@ -31,7 +31,7 @@ class StudyProtocol:
 
     #: Fields a resumed study must match: changing one would mix incomparable measurements.
     MATCHED: ClassVar[tuple[str, ...]] = (
-        "data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "warmup", "quality",
+        "data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "max_steps", "warmup", "quality",
     )
 
     data: str
@@ -46,7 +46,10 @@ class StudyProtocol:
     trials: int
     yolov5_dir: str | None = None
     steps: int = defaults.STEPS
+    max_steps: int = defaults.MAX_STEPS_FACTOR * defaults.STEPS
     warmup: int = defaults.WARMUP
+    finalists: int = defaults.FINALISTS
+    repeats: int = defaults.REPEATS
     epochs: int = defaults.EPOCHS
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
     ram_limit_bytes: int | None = None

@@ -3,7 +3,8 @@
 Defaults adapt to the machine (workers up to the CPU cores, AMP only with CUDA, cache=ram only
 where the decoded training set could fit in RAM). ``--space FILE`` (YAML: knob -> list of values
 or {low, high, step}) replaces a knob's domain; ``--fix KNOB=VALUE`` pins one. The baseline's
-values are always inside the space, so the baseline can be trial 0.
+values are always inside the space, so the baseline can be trial 0. Without ``--baseline`` the
+baseline is the trainer's defaults with the values the user pinned: they describe the user's setup.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value
+from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, value_text
 
 ORDERED = ("workers", "batch", "imgsz", "freeze")  # integer knobs that may be given as {low, high, step}
 
@@ -47,6 +48,12 @@ class Domain:
         if (value - self.low) % self.step:
             return Domain(choices=tuple(sorted({*self.values(), value})))
         return dataclasses.replace(self, low=min(self.low, value), high=max(self.high, value))
+
+    def text(self) -> str:
+        """The domain as a user wrote it: ``[4, 8]``, ``[on, off]`` or ``320..640 step 32``."""
+        if self.choices is not None:
+            return f"[{', '.join(value_text(v) for v in self.choices)}]"
+        return f"{self.low}..{self.high}" + (f" step {self.step}" if self.step != 1 else "")
 
     def to_dict(self) -> dict[str, Any]:
         if self.choices is not None:
@@ -165,14 +172,18 @@ def parse_fix(items: list[str]) -> dict[str, Domain]:
     return fixed
 
 
-def parse_baseline(text: str | None) -> Knobs:
+def parse_baseline(text: str | None, pinned: dict[str, Any] | None = None) -> Knobs:
     """The user's current settings in the trainer's ``key=value`` form; unknown keys are an error.
 
-    Keys the trainer has but speedopt does not tune (epochs, data, device, ...) are ignored.
+    Keys the trainer has but speedopt does not tune (epochs, data, device, ...) are ignored. Without
+    ``text`` the baseline is the trainer's defaults with the ``pinned`` values (``--fix``, one-value
+    ``--space`` entries): a value the user pinned describes their setup, so a speedup over the baseline
+    never hides a change they asked for (yolov5n at 320 measured against the default yolov5s at 640).
+    Given ``text`` is the baseline as written; the space widens to contain it.
     """
     knobs = Knobs()
     if not text:
-        return knobs
+        return dataclasses.replace(knobs, **(pinned or {}))
     ignored = {"data", "epochs", "device", "project", "name", "exist_ok", "patience", "seed", "optimizer"}
     values = {}
     for item in text.split():

@@ -6,7 +6,7 @@ from optuna.trial import TrialState, create_trial
 
 from speedopt.cli import build_parser
 from speedopt.knobs import Knobs
-from speedopt.study import SearchConfig, plan
+from speedopt.study import Finals, Repeat, SearchConfig, plan
 from tests.conftest import run_cli
 
 
@@ -21,10 +21,13 @@ def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
     for ips, role in ((10.0, "baseline"), (15.0, None)):
         attrs = {"status": "ok", "images_per_s": ips, "config": Knobs(batch=int(ips)).to_dict(), "feasible": True, "role": role}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=attrs))
-    done = run_cli("studies", "--storage", url, cwd=tmp_path)
+    rounds = [Repeat(r, t, "ok", ips) for r in range(3) for t, ips in ((0, 10.0), (1, 14.0 + r))]
+    study.set_user_attr("finals", Finals((0, 1), 3, tuple(rounds)).to_attr())
+    done = run_cli("studies", "--storage", url, cwd=tmp_path, env={"COLUMNS": "250"})
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if "listed" in line)
-    assert "15.0" in row and "1.50x" in row
+    assert "15.0" in row and "1.50x (1.40-1.60, 3 rounds)" in row
+
 
 
 @pytest.mark.parametrize(

@@ -64,3 +64,59 @@ def test_result_round_trips_through_dict():
     data = result.to_dict()
     assert data["status"] == "oom" and data["notes"] == ["a"] and data["config"]["batch"] == 8
     assert TrialResult.from_dict(data) == result
+
+
+def test_window_grows_until_the_interval_is_tight():
+    # Alternating 1.6 s / 2.4 s steps: the mean (2 s) is known to +/-5% only after about 44 steps.
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=3, max_steps=200, now=now)
+    _drive(clock, now, [0.0], [1.0], [4])
+    with pytest.raises(TrialFinished):
+        for i in range(400):
+            _drive(clock, now, [0.0], [1.6 if i % 2 else 2.4], [4])
+    stats = clock.stats()
+    assert 30 < stats.steps < 60
+    assert stats.converged and stats.ci_rel <= 0.05
+    assert stats.images_per_s == pytest.approx(2.0, rel=0.05)
+
+
+def test_window_stops_at_max_steps_when_noise_stays_high():
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=3, max_steps=6, now=now)
+    with pytest.raises(TrialFinished):
+        for i in range(50):
+            _drive(clock, now, [0.0], [1.0 if i % 2 else 5.0], [4])
+    stats = clock.stats()
+    assert stats.steps == 6 and not stats.converged and stats.ci_rel > 0.05
+
+
+def test_steady_steps_stop_at_the_minimum():
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=4, max_steps=100, now=now)
+    with pytest.raises(TrialFinished):
+        for _ in range(50):
+            _drive(clock, now, [0.0], [1.0], [4])
+    assert clock.stats().steps == 4
+
+
+def test_warmup_consumes_the_prefetch_queue_first():
+    # 2 workers x 2 prefetched batches: the first batches come from the queue without waiting; the
+    # window starts only after a batch had to wait for data (the queue is empty: steady state).
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=2, queued=4, now=now)
+    _drive(clock, now, [0.0] * 6, [1.0] * 6, [4] * 6)  # the queue still serves: still warming up
+    assert clock.window is None
+    _drive(clock, now, [0.5], [1.0], [4])  # waited for data: warm-up ends with this batch
+    with pytest.raises(TrialFinished):
+        _drive(clock, now, [0.5, 0.5], [1.0, 1.0], [4, 4])
+    stats = clock.stats()
+    assert stats.warmup == 7 and stats.steps == 2
+    assert stats.images_per_s == pytest.approx(8 / 3.0)
+
+
+def test_a_queue_that_never_empties_stops_warmup_at_its_cap():
+    now = FakeTime()
+    clock = StepClock(warmup=2, steps=2, queued=2, now=now)
+    with pytest.raises(TrialFinished):
+        _drive(clock, now, [0.0] * 20, [1.0] * 20, [4] * 20)
+    assert clock.stats().warmup == 2 + 3 * 2

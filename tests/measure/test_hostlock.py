@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -5,7 +6,10 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from speedopt.measure import _hostlock as hostlock
+from tests.conftest import TINY, run_cli
 
 
 def _holder(seconds: float) -> subprocess.Popen:
@@ -51,3 +55,15 @@ def test_lock_file_follows_the_environment(tmp_path, monkeypatch):
         assert (tmp_path / "private.lock").read_text().startswith('{"pid": ')
     monkeypatch.delenv(hostlock.LOCK_ENV)
     assert hostlock.lock_path().name == "speedopt-measure.lock"
+
+
+@pytest.mark.slow
+def test_a_standalone_trial_waits_for_a_measurement_in_progress(demo_yaml, tmp_path):
+    # A search's trial holds the host lock: `speedopt trial` must not measure beside it.
+    holder = _holder(4)
+    released = time.time() + 4
+    done = run_cli("trial", "--data", str(demo_yaml), *TINY, "--json", cwd=tmp_path)
+    holder.wait()
+    assert done.returncode == 0, done.stderr
+    assert f"pid {holder.pid}" in done.stderr and "holder-study" in done.stderr
+    assert json.loads(done.stdout)["measure_started_at"] >= released - 0.5

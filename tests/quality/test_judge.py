@@ -46,6 +46,32 @@ def test_verdict_attrs_store_feasible_as_true_false_or_unknown():
     assert unmeasured.feasibility is F.NOT_MEASURED and unmeasured.attrs()["feasible"] == "unknown"
 
 
+def test_unchecked_knobs_name_what_quality_off_changed():
+    off, probe = quality.Policy(mode="off"), quality.Policy(mode="probe")
+    base, small = Knobs(), Knobs(model="yolov5n", imgsz=320, workers=2)
+    assert quality.unchecked_knobs(off, base, small) == ("model", "imgsz")
+    assert quality.unchecked_knobs(off, base, Knobs(workers=2, cache="disk")) == ()  # the same trained model
+    assert quality.unchecked_knobs(probe, base, small) == ()  # the probe judges every difference
+    assert quality.unchecked_text(("model", "imgsz")) == "accuracy not checked: model, imgsz differ from the baseline"
+    assert quality.unchecked_text(("batch",)) == "accuracy not checked: batch differs from the baseline"
+    assert quality.unchecked_text(()) == ""
+
+
+def test_quality_off_verdict_says_when_accuracy_was_not_checked():
+    from speedopt.cli._progress import accuracy_text
+
+    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    judge = quality.Judge(quality.Policy(mode="off"), target, Knobs(), storage=None, owner="t")  # off: never opened
+    small = judge.verdict(Knobs(model="yolov5n", imgsz=320), 100.0, None)
+    assert small.reason == "accuracy not checked: model, imgsz differ from the baseline"
+    assert small.unchecked == ("model", "imgsz") and small.attrs()["accuracy_unchecked"] == ["model", "imgsz"]
+    assert small.feasibility is quality.Feasibility.FEASIBLE and small.constraint() == 0.0  # the user chose not to check
+    assert accuracy_text(small) == "not checked"
+    same = judge.verdict(Knobs(workers=2, cache="disk"), 100.0, None)
+    assert same.unchecked == () and "the same trained model" in same.reason and accuracy_text(same) == "kept"
+    assert judge.ran == 0 and judge.hits == 0
+
+
 def test_policy_checks(demo_yaml, tmp_path):
     ds = load(demo_yaml)
     with pytest.raises(UsageError, match="--weights file not found"):
@@ -84,7 +110,7 @@ def learnable(tmp_path_factory):
 @pytest.mark.slow
 def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tmp_path):
     space = tmp_path / "space.yaml"
-    space.write_text("model: [yolov5n]\nimgsz: [32, 160]\nbatch: [8]\nfreeze: [0]\ncache: [none]\nworkers: [2]\n")
+    space.write_text("model: [yolov5n]\nimgsz: [32, 160]\nbatch: [8]\nfreeze: [0]\ncache: [none]\nworkers: [0]\n")
     url = f"sqlite:///{tmp_path}/q.db"
     common = [
         "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),

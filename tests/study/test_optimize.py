@@ -17,7 +17,7 @@ from speedopt.quality import CACHE_STUDY
 from tests.conftest import run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
-FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off"]
+FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0"]
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 
 
@@ -67,9 +67,11 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     assert attrs["baseline"]["model"] == "yolov5n" and attrs["space"]["cache"] == {"choices": ["none", "disk"]}
     assert attrs["engine"] == "ultralytics" and attrs["speedopt_version"]
     assert study.metric_names == ["images/s"]
-    assert "speedup over the baseline" in done.stdout and "yolo detect train" in done.stdout
+    assert "yolo detect train" in done.stdout
+    assert "no speedup claimed" in done.stdout and "x (interval" not in done.stdout  # --repeats 0: no finals, no claim
     best = max((t for t in trials if t.user_attrs["status"] == "ok"), key=lambda t: t.value)
-    assert f"best: trial {best.number}:" in done.stdout
+    assert f"recommended: trial {best.number}:" in done.stdout
+
 
     again = run_cli(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
@@ -151,3 +153,50 @@ def test_two_searches_on_one_host_never_measure_at_once(demo_yaml, space_file, t
     assert len(spans) == 4
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert end <= start, spans
+
+
+@pytest.mark.slow
+def test_finals_store_every_repeat_and_print_an_interval(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    # The space: cache none (the baseline's) or disk: trial 1 must be the other config, the one finalist.
+    args = ["search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--baseline", BASELINE,
+            *FAST[:-2], "--repeats", "2", "--finalists", "1"]
+    space = tmp_path / "space.yaml"
+
+    space.write_text("cache: [none, disk]\n")
+    done = run_cli(*args, "--space", str(space), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    study = _study(url)
+    finals = study.user_attrs["finals"]
+    assert finals["trials"] == [0, 1] and finals["repeats"] == 2
+    measured = finals["measured"]
+    assert [(m["round"], m["trial"]) for m in measured] == [(0, 0), (0, 1), (1, 0), (1, 1)]  # interleaved
+    assert all(m["status"] == "ok" and m["images_per_s"] > 0 for m in measured)
+    started = [m["started_at"] for m in measured]
+    assert started == sorted(started)
+    assert "finals: 1 config(s) and the baseline in 2 interleaved rounds" in done.stdout
+    assert "min-max of 2 paired rounds" in done.stdout
+    assert "recommended: trial 1:" in done.stdout or "keep your settings: trial 0:" in done.stdout
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2  # repeats are not new trials
+
+    again = run_cli(*args, "--space", str(space), cwd=tmp_path)  # resuming measures nothing more
+    assert again.returncode == 0, again.stderr
+    assert len(_study(url).user_attrs["finals"]["measured"]) == 4 and "round 1/2" not in again.stderr
+
+
+@pytest.mark.slow
+def test_a_reproposed_config_is_not_measured_again(demo_yaml, tmp_path):
+    # Two configs in the space, four trials asked: the sampler must propose measured ones again.
+    url = f"sqlite:///{tmp_path}/s.db"
+    space = tmp_path / "space.yaml"
+    space.write_text("cache: [none, disk]\n")
+    done = run_cli("search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--baseline", BASELINE,
+                   "--space", str(space), *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    study = _study(url)
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    configs = [t.user_attrs["config"]["cache"] for t in complete]
+    assert sorted(configs) == ["disk", "none"]  # each config measured once
+    pruned = study.get_trials(states=(TrialState.PRUNED,))
+    assert pruned and all(t.user_attrs["duplicate_of"] in (0, 1) for t in pruned)
+    assert "search stopped early" in done.stdout and "space is used up" in done.stdout

@@ -52,7 +52,9 @@ def test_outcome_counts_and_speedup(study):
     result = outcome(study)
     assert result.complete == 7 and result.by_status == {Status.OK: 6, Status.OOM: 1}
     assert result.baseline.number == 0 and result.best.number == 3
-    assert result.speedup == pytest.approx(2.5)
+    assert result.speedup is None and result.recommended.number == 3  # no finals: unconfirmed, no claim
+    assert "no speedup claimed" in result.verdict_text()
+
     assert (result.unprobed, result.rejected) == (2, 1)
     assert [p.signature for p in result.probed] == [{"imgsz": 96}]
     assert result.protocol is None  # not made by speedopt search: no protocol to read

@@ -86,3 +86,17 @@ def test_space_always_contains_the_baseline():
     assert wide.domains["cache"].values() == ("disk", "none", "ram")
     assert wide.domains["freeze"].values() == (0,)  # fixed knobs stay fixed
     assert space.Space.from_dict(wide.to_dict()) == wide
+
+
+def test_baseline_without_text_takes_the_pinned_values():
+    pinned = {"model": "yolov5n", "imgsz": 320}
+    assert space.parse_baseline(None, pinned) == Knobs(model="yolov5n", imgsz=320)
+    assert space.parse_baseline("", pinned) == Knobs(model="yolov5n", imgsz=320)
+    assert space.parse_baseline("model=yolov5s imgsz=640", pinned) == Knobs(model="yolov5s", imgsz=640)  # given: as given
+
+
+def test_domain_text_is_what_the_user_wrote():
+    assert space.Domain(choices=(4, 8)).text() == "[4, 8]"
+    assert space.Domain(choices=(True, False)).text() == "[on, off]"
+    assert space.Domain(low=320, high=640, step=32).text() == "320..640 step 32"
+    assert space.Domain(low=0, high=8).text() == "0..8"

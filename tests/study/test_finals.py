@@ -1,0 +1,106 @@
+"""The finals: which configs are re-measured, in which order, how they are stored and resumed (no trainer:
+the measurement is a function of the knobs here; the real one runs in tests/study/test_optimize.py)."""
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.status import Status
+from speedopt.study import Finals, finalists, outcome, records
+from speedopt.study import _finals as finals_mod
+
+
+def _trial(batch, ips, role=None, feasible=True):
+    config = Knobs(batch=batch).to_dict()
+    user = {"status": "ok", "message": "", "images_per_s": ips, "config": config, "requested": config, "feasible": feasible}
+    if role:
+        user["role"] = role
+    return create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=user)
+
+
+@pytest.fixture
+def study():
+    s = optuna.create_study(direction="maximize")
+    for t in (
+        _trial(8, 10.0, role="baseline"),
+        _trial(16, 14.0),
+        _trial(16, 13.0),  # the same config again: one finalist per config
+        _trial(32, 30.0, feasible=False),  # fastest, rejected by the mAP constraint: never a finalist
+        _trial(8, 11.0),  # the baseline's config: not a finalist
+        _trial(4, 12.0),
+        _trial(2, 11.5),
+    ):
+        s.add_trial(t)
+    return s
+
+
+def test_finalists_are_the_fastest_distinct_feasible_configs_after_the_baseline(study):
+    assert finalists(records(study), 2) == (0, 1, 5)
+    assert finalists(records(study), 9) == (0, 1, 5, 6)
+
+
+def _measure_by_batch(speeds, order):
+    def measure(knobs):
+        order.append(knobs.batch)
+        rate = speeds[knobs.batch].pop(0)
+        status = Status.OK if rate is not None else Status.OOM
+        return TrialResult(status, "", knobs, knobs, "cpu", "ultralytics", images_per_s=rate, ci_rel=0.02, steps=20)
+
+    return measure
+
+
+def test_rounds_interleave_the_baseline_and_every_finalist_and_store_each_measurement(study):
+    order = []
+    speeds = {8: [10.0, 9.0, 11.0], 16: [15.0, 13.5, 16.5], 4: [10.5, 8.0, 12.0]}
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4] * 3
+    assert finals.complete and len(finals.measured) == 9
+    assert finals.series(1) == [15.0, 13.5, 16.5]
+    stored = Finals.from_attr(study.user_attrs["finals"])
+    assert stored == finals
+    result = outcome(study)
+    assert result.recommended.number == 1 and result.speedup.median == pytest.approx(1.5)
+    assert result.speedup.low == pytest.approx(1.5) and result.speedup.certain
+    assert result.finals.speedups()[5].low < 1.0  # trial 5 (batch 4) is not certain
+
+
+def test_no_certain_gain_recommends_the_baseline(study):
+    speeds = {8: [10.0, 10.0], 16: [11.0, 9.5], 4: [9.0, 10.2]}
+    finals_mod.run(study, records(study), 2, 2, _measure_by_batch(speeds, []))
+    result = outcome(study)
+    assert result.keep_settings and result.recommended.number == 0 and result.speedup is None
+    assert result.verdict_text().startswith("no measurable gain on this machine: keep your settings")
+
+
+def test_a_failed_repeat_is_stored_with_its_status_and_leaves_its_round_out(study):
+    speeds = {8: [10.0, 10.0, 10.0], 16: [20.0, None, 21.0], 4: [1.0, 1.0, 1.0]}
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, []))
+    assert [m.status for m in finals.measured if m.trial == 1] == ["ok", "oom", "ok"]
+    assert finals.speedups()[1].rounds == 2
+
+
+def test_interrupted_finals_resume_where_they_stopped(study):
+    order = []
+    speeds = {8: [10.0, 10.0], 16: [20.0, 20.0], 4: [5.0, 5.0]}
+    measure = _measure_by_batch(speeds, order)
+
+    def interrupted(knobs):
+        if len(order) == 4:
+            raise KeyboardInterrupt
+        return measure(knobs)
+
+    with pytest.raises(KeyboardInterrupt):
+        finals_mod.run(study, records(study), 2, 2, interrupted)
+    assert len(Finals.from_attr(study.user_attrs["finals"]).measured) == 4
+    finals = finals_mod.run(study, records(study), 2, 2, measure)
+    assert order == [8, 16, 4, 8, 16, 4] and finals.complete
+
+
+def test_nothing_to_compare_runs_no_finals():
+    s = optuna.create_study(direction="maximize")
+    s.add_trial(_trial(8, 10.0, role="baseline"))
+    s.add_trial(_trial(8, 10.5))
+    assert finals_mod.run(s, records(s), 3, 3, lambda knobs: pytest.fail("measured")) is None
+    assert outcome(s).recommended.number == 0 and outcome(s).speedup is None
