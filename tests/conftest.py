@@ -60,7 +60,8 @@ def small_study(demo_yaml, tmp_path_factory):
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
         "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
         "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
-        "--probe-fraction", "0.5", cwd=work, timeout=900,
+        "--probe-fraction", "0.5", "--finalists", "1", "--repeats", "2", cwd=work, timeout=900,
+
     )
     assert done.returncode == 0, done.stderr
     return work, url, "small"

@@ -23,11 +23,16 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--val", type=integer, default=64, help="val images (default 64)")
     parser.add_argument("--size", default="640x480", help="image size WxH (default 640x480)")
     parser.add_argument("--seed", type=integer, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--format", default="jpg", choices=data.FORMATS,
+        help="image format (default jpg); png decodes slowly, like large lossless camera images: a data-bound set",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     width, height = data.parse_size(args.size)
-    spec = data.DemoSpec(train=args.train, val=args.val, width=width, height=height, seed=args.seed)
+    spec = data.DemoSpec(train=args.train, val=args.val, width=width, height=height, seed=args.seed, format=args.format)
+
     print(data.generate(args.dir, spec))
     return 0

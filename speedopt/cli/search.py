@@ -11,7 +11,7 @@ from speedopt import defaults
 from speedopt.cli._options import add_measurement, add_storage, add_study, integer, quiet_optuna, seconds
 from speedopt.cli._progress import view_for
 from speedopt.knobs import knobs_text
-from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs
+from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.study import SearchConfig, SearchOutcome
 
@@ -81,6 +81,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
     parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
+    parser.add_argument(
+        "--verify", action="store_true",
+        help="at the end, run the recommended command for real for --verify-epochs epochs (speedopt verify) and "
+        "compare its epoch time with the prediction; the report gets a Verified section",
+    )
+    parser.add_argument("--verify-epochs", type=integer, default=2, metavar="E", help="epochs of that run (default 2)")
     parser.set_defaults(run=run)
 
     worker = sub.add_parser(
@@ -134,7 +140,16 @@ def run(args: argparse.Namespace) -> int:
     where = f" ({rec.where()})" if rec.where() else ""
     out.print(f"train with{where}:\n  {rec.command()}", highlight=False)
     out.print("measure it again:\n  " + rec.measure_again(), highlight=False)
+    if args.verify:
+
+        def say(text: str) -> None:
+            err.print(f"verify: {text}", highlight=False)
+
+        checked = speedopt.verify(result.study_name, storage=config.storage, epochs=args.verify_epochs, progress=say, on_wait=say)
+
+        out.print("\n".join(checked.lines()), highlight=False)
     if not args.no_report:
+
         err.print("report: timing one validation pass for the baseline and the recommended config", highlight=False)
         written = speedopt.report(result.study_name, storage=config.storage, epochs=args.epochs)
         out.print(f"report: {written.markdown}", highlight=False)
@@ -175,14 +190,18 @@ def unchecked_lines(result: SearchOutcome, rec: Recommendation) -> list[str]:
     if result.protocol is None:
         return []
     knobs = unchecked_knobs(result.protocol.quality, result.protocol.baseline, rec.knobs)
-    return [f"accuracy not checked: {', '.join(knobs)} differ from the baseline (quality off)"] if knobs else []
+    return [f"{unchecked_text(knobs)} (quality off)"] if knobs else []
 
 
 def _print_quality(out: Console, result: SearchOutcome) -> None:
     policy = result.protocol.quality if result.protocol else None
-    if policy is None or not policy.probing:
-        out.print("accuracy: quality off (accuracy knobs fixed at the baseline), no probes", highlight=False)
+    if policy is None or result.protocol is None or not policy.probing:
+        base = result.protocol.baseline if result.protocol else None
+        differ = policy is not None and base is not None and any(unchecked_knobs(policy, base, r.config) for r in result.trials)
+        what = "not checked where accuracy knobs differ from the baseline" if differ else "accuracy knobs as the baseline's"
+        out.print(f"accuracy: quality off ({what}), no probes", highlight=False)
         return
+
     out.print(
         f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {policy.epochs} epochs on {policy.fraction:g} of "
         f"the train set: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "

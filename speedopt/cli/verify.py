@@ -25,7 +25,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         NAME,
         help="run the recommended command for real and compare measured with predicted epoch time",
         description="Run the study's recommended training command itself, exactly as printed (`yolo detect train ...`, "
-        "or `python train.py ...` for a classic yolov5 study) plus epochs=E, in a temporary run folder that is removed, "
+        "or `python train.py ...` for a classic yolov5 study) plus epochs=E (and, for Ultralytics, close_mosaic=0 and the "
+        "optimizer the full run would pick, so a short run trains as the full run's epochs and the trials did), in a "
+        "temporary run folder that is removed, "
         "offline and under the host measurement lock. Each epoch's time is read from the trainer's own results.csv and "
         "compared with the study's prediction (train images / measured images/s + one timed validation pass). The "
         "result is stored in the study and shown in `speedopt report`.",

@@ -9,7 +9,7 @@ from speedopt.data._dataset import (
     label_path,
     load,
 )
-from speedopt.data._demo import CLASSES, DemoSpec, generate, parse_size
+from speedopt.data._demo import CLASSES, FORMATS, DemoSpec, generate, parse_size
 
 __all__ = [
     "CLASSES",
@@ -17,6 +17,7 @@ __all__ = [
     "Dataset",
     "DatasetFingerprint",
     "DemoSpec",
+    "FORMATS",
     "estimate_ram_cache_bytes",
     "fingerprint",
     "generate",

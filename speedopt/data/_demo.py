@@ -18,6 +18,8 @@ from speedopt.errors import UsageError
 
 CLASSES = ("circle", "square", "triangle")
 MARKER = ".speedopt-demo"  # marks a folder this module wrote, so it may be rewritten
+FORMATS = ("jpg", "png")
+
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class DemoSpec:
     width: int = 640
     height: int = 480
     seed: int = 0
+    format: str = "jpg"  # jpg, or png: lossless and slow to decode, as large camera images are
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -91,6 +94,8 @@ def generate(root: str | Path, spec: DemoSpec = DemoSpec()) -> Path:
     """Write the dataset under ``root`` and return the absolute path of its data.yaml."""
     if spec.train < 1 or spec.val < 1:
         raise UsageError(f"--train and --val must be at least 1, got {spec.train} and {spec.val}")
+    if spec.format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {spec.format!r}")
     root = Path(root).expanduser().resolve()
     _prepare_folder(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -102,7 +107,12 @@ def generate(root: str | Path, spec: DemoSpec = DemoSpec()) -> Path:
         for index in range(count):
             rng = np.random.default_rng([spec.seed, split_id, index])
             image, lines = _draw_image(rng, spec.width, spec.height)
-            image.save(images / f"{split}_{index:05d}.jpg", quality=90)
+            name = images / f"{split}_{index:05d}.{spec.format}"
+            if spec.format == "jpg":
+                image.save(name, quality=90)
+            else:
+                image.save(name)
+
             (labels / f"{split}_{index:05d}.txt").write_text("\n".join(lines) + "\n")
     data = {
         "path": str(root),

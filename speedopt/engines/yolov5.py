@@ -26,7 +26,9 @@ Patches, all applied inside the job process only, to train.py's own namespace in
 - ``Loggers`` -> :class:`_NoLoggers` (wandb, comet, clearml and neptune log in over the network);
 - ``attempt_download_from_hub`` (the yolov5 package) -> nothing (asks the Hugging Face hub for --weights);
 - ``create_dataloader`` -> wrapped, to read back the train loader and dataset it built;
-- ``validate.run`` -> timed, in validation-timing jobs;
+- ``validate.run`` -> timed, in validation-timing jobs; instant with zero scores in speed trials, whose
+  window may cross an epoch end (see :func:`_no_validation`);
+
 - ``numpy.trapz`` -> ``numpy.trapezoid`` where NumPy 2.4 removed it (the classic metrics call it).
 """
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -242,14 +245,37 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_start", name="speedopt", callback=check_setup)
         callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
         callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
+        module.validate.run = _no_validation(module.validate.run)
         with contextlib.suppress(TrialFinished):
-            self._run_train_py(module, run, callbacks, ["--name", "train", "--noval", "--nosave"])
+            self._run_train_py(module, run, callbacks, ["--name", "train", "--nosave"])
         as_run: Knobs = seen["as_run"]
         notes = workers_note(knobs.workers, as_run.workers, "train.py caps workers at the CPU cores and at the batch size")
         return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=notes)
 
 
+def _no_validation(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A validation pass that returns at once with zero scores, in the shape ``real`` returns.
+
+    A trial's window may cross an epoch end (a small train set, a long window). ``--noval`` cannot
+    keep validation out of it: the yolov5 package's train.py then fails at the first non-final epoch
+    end (its ``map50s`` is only set by validation). So trials validate every epoch, instantly; the
+    projection times the real validation pass separately. The package's val.run returns
+    (results, maps, map50s, times), upstream's (results, maps, times).
+    """
+    import numpy as np
+
+    with_map50s = "map50s" in inspect.getsource(real)
+
+    def instant(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        nc = int(getattr(kwargs.get("model"), "nc", 1))
+        results = (0.0,) * 7
+        return (results, np.zeros(nc), np.zeros(nc), (0.0, 0.0, 0.0)) if with_map50s else (results, np.zeros(nc), (0.0, 0.0, 0.0))
+
+    return instant
+
+
 def _probe_images(run: ProbeRun) -> int:
+
     """Training images of a probe: its fraction of the train set (a count when above 1), at least one batch."""
     total = len(load(run.data_yaml).train_images)
     count = int(run.fraction) if run.fraction > 1 else round(total * run.fraction)

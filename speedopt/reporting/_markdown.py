@@ -23,6 +23,7 @@ from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
+from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
@@ -353,12 +354,12 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
-    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + _command(recommendation(result), epochs)
+    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + verified_section(study)
+    md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
     md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
-    md += [f"![optimisation history]({study.study_name}/{figs[0].name})", "",
-           f"![throughput against each knob]({study.study_name}/{figs[1].name})", "",
-           f"![speed vs mAP50-95]({study.study_name}/{figs[2].name})", ""]
+    for title, fig in figs:
+        md += [f"![{title}]({study.study_name}/{fig.name})", ""]
     md += _accuracy_note(p, result)
     md.append(f"_Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by speedopt report; "
               f"the trial table is {study.study_name}.csv._")
@@ -367,20 +368,28 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     path.write_text(text)
     csv = write_csv(table, out_dir / f"{study.study_name}.csv")
     _save_note(study, text, path)
-    return Written(path, figs, csv)
+    return Written(path, tuple(fig for _, fig in figs), csv)
 
 
-def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folder: Path) -> tuple[Path, ...]:
+def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folder: Path) -> list[tuple[str, Path]]:
+    """The figures that have something to show, with their titles; a stale one from an earlier report is removed."""
     searched = list(p.space.sampled())
     threshold = None
     if result.probed and result.reference_map50_95 is not None:
         ref, spread = result.reference_map50_95, result.probed[0].spread or 0.0
         threshold = ref - p.quality.limit.allowed(ref) - spread
-    return (
-        figures.history(table, folder / "history.png"),
-        figures.knobs(table, searched, folder / "knobs.png"),
-        figures.speed_vs_map(table, threshold, folder / "speed_vs_map.png"),
-    )
+    labels = {r.number: f"trial {r.number}\n{knobs_text(r.config)}".replace(" ", "\n", 2) for r in result.trials}
+    drawn = {
+        "optimisation history": figures.history(table, folder / "history.png"),
+        "throughput against each knob": figures.knobs(table, searched, folder / "knobs.png"),
+        "speed vs mAP50-95": figures.speed_vs_map(table, threshold, folder / "speed_vs_map.png"),
+        "finals": figures.finals(result.finals, labels, folder / "finals.png") if result.finals else None,
+    }
+    for name in ("knobs.png", "speed_vs_map.png", "finals.png"):
+        if (folder / name) not in drawn.values():
+            (folder / name).unlink(missing_ok=True)
+    return [(title, fig) for title, fig in drawn.items() if fig is not None]
+
 
 
 def _save_note(study: optuna.Study, text: str, path: Path) -> None:

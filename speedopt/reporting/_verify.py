@@ -12,6 +12,11 @@ fraction of the train set, and reads each epoch's time from the trainer's own ou
   timestamped as it appears (polled every :data:`POLL_S` s), and epoch 1 starts when the log prints
   its ``Starting training for`` line (stdout read line by line, timestamped).
 
+For Ultralytics the short run gets ``close_mosaic=0`` (a run of at most 10 epochs would otherwise
+train without mosaic from epoch 1, while the full run and the trials train with it) and
+``optimizer=SGD`` where ``optimizer=auto`` picks SGD for the full run but would not for the short one;
+both are printed with the command and explained in its notes.
+
 The run holds the host measurement lock (it never runs beside a trial), in its own session (a
 timeout or Ctrl-C kills its whole process group), offline (the engine's environment: YOLO_OFFLINE,
 private config folders holding a local font), in a temporary run folder that is removed. The result
@@ -83,6 +88,7 @@ class Verification:
     timing: str  # where the epoch times come from
     started: str  # ISO 8601, UTC
     wall_s: float
+    images_per_s_source: str = ""  # "trial 4" or "the median of trial 4's finals rounds"
     notes: tuple[str, ...] = ()
     log_tail: str = dataclasses.field(default="", repr=False)
 
@@ -129,6 +135,8 @@ class Verification:
     @property
     def epochs_basis(self) -> str:
         ran = len(self.epoch_s)
+        if not ran:
+            return f"no epoch finished, {self.timing}"
         which = "all" if ran == self.epochs else f"{ran} of {self.epochs} asked"
         return f"median of {ran} epoch{'s' if ran != 1 else ''} ({which}), {self.timing}"
 
@@ -199,7 +207,7 @@ def _fraction_text(v: Verification) -> str:
 
 def _prediction_text(v: Verification) -> str:
     val = f" + {v.val_s:.2f} s validation pass" if v.val_s is not None else " (validation pass not timed: left out)"
-    return f"{v.train_images} train images / {v.predicted_images_per_s:.2f} images/s (trial {v.trial}){val}"
+    return f"{v.train_images} train images / {v.predicted_images_per_s:.2f} images/s ({v.images_per_s_source or f'trial {v.trial}'}){val}"
 
 
 # -- reading the trainer's output ---------------------------------------------------------------------
@@ -458,12 +466,13 @@ def _ending(seen: _Seen, epochs: int, timeout_s: float) -> tuple[Status, str]:
     return Status.ERROR, f"the trainer exited with code {code} ({ran}): {why}"
 
 
-def _predicted_images_per_s(rec: Recommendation) -> float:
-    better = getattr(rec, "images_per_s", None)  # an estimate the recommendation may carry (pooled re-measurements)
-    value = better if isinstance(better, (int, float)) and better > 0 else rec.trial.images_per_s
+def _predicted_images_per_s(rec: Recommendation) -> tuple[float, str]:
+    """The recommendation's images/s (its finals' median when it had finals) and where it comes from."""
+    value = rec.images_per_s
     if not value:
         raise UsageError(f"study {rec.study!r}: the recommended trial {rec.trial.number} has no measured images/s")
-    return float(value)
+    source = f"the median of trial {rec.trial.number}'s finals rounds" if rec.median_images_per_s else f"trial {rec.trial.number}"
+    return float(value), source
 
 
 def _offline_env(rec: Recommendation) -> dict[str, str]:
@@ -509,9 +518,11 @@ def verify(
     rec = recommend(study)
     if rec is None:
         raise UsageError(f"study {study.study_name!r} has no recommendation yet (no feasible trial measured ok); run speedopt search first")
-    ips = _predicted_images_per_s(rec)
+    ips, ips_source = _predicted_images_per_s(rec)
     env = _offline_env(rec)
     notes: list[str] = []
+    if note:
+        note("one validation pass for the prediction: from the study, or timed once now")
     val = validation_time(study, rec.protocol, rec.knobs)  # its own job under the host lock: before ours
     val_s = val.seconds if isinstance(val, ValidationTime) else None
     if not isinstance(val, ValidationTime):
@@ -546,6 +557,7 @@ def verify(
         train_images=train_images,
         epoch_s=epoch_seconds(finished),
         predicted_images_per_s=ips,
+        images_per_s_source=ips_source,
         val_s=val_s,
         timing=timing,
         started=started_at,
@@ -598,5 +610,5 @@ def verified_section(study: optuna.Study) -> list[str]:
         f"- Measured images/s = {v.images_per_s_basis}.",
         "- Error = measured / predicted − 1.",
     ]
-    lines += [f"- Note: {n}" for n in v.notes]
+    lines += [f"- Note: {n.rstrip('.')}." for n in v.notes]
     return lines + [""]

@@ -31,7 +31,7 @@ def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command", ["demo-data", "trial", "search", "worker", "report", "best", "dashboard", "export", "import", "studies"]
+    "command", ["demo-data", "trial", "search", "worker", "report", "best", "verify", "dashboard", "export", "import", "studies"]
 )
 def test_every_command_explains_itself(command, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -72,3 +72,15 @@ def test_cli_prints_yaml_path_and_rejects_bad_size(tmp_path):
     bad = run_cli("demo-data", str(tmp_path / "bad"), "--size", "big")
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_png_demo_data_is_lossless_and_loads(tmp_path):
+    from PIL import Image
+
+    from speedopt.data import DemoSpec, generate, load
+
+    yaml_path = generate(tmp_path / "png", DemoSpec(train=3, val=2, width=96, height=64, format="png"))
+    ds = load(str(yaml_path))
+    assert len(ds.train_images) == 3 and all(p.suffix == ".png" for p in ds.train_images)
+    with Image.open(ds.train_images[0]) as im:
+        assert im.format == "PNG" and im.size == (96, 64)

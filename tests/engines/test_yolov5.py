@@ -15,6 +15,7 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt import command, measure
+from speedopt import data as demo_data
 from speedopt.engines.yolov5 import Yolov5Engine
 from speedopt.knobs import Knobs
 from speedopt.status import Status
@@ -59,7 +60,9 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, demo_ya
     # Read back from train.py's own loader and model: 2 workers (2 <= cores and <= batch), imgsz, batch.
     assert result["config"] == {"model": "yolov5n", "imgsz": 128, "batch": 4, "workers": 2, "cache": "none", "amp": False, "freeze": 0}
     assert any(n.startswith("amp=off: the classic train.py has no AMP switch") for n in result["notes"])
-    assert result["images_used"] == 16 and result["images_total"] == 48  # (1 + 3) batches of 4
+    # the longest warm-up (1 + 3 x 4 prefetched batches of 2 workers) and window (9) need more than all 48 images
+    assert result["images_used"] == 48 and result["images_total"] == 48
+    assert result["warmup"] >= 4 and 3 <= result["steps"] <= 9
     assert result["network_blocked"] == []  # no font, weights, AMP-check, git or pip traffic was even tried
     assert list(tmp_path.iterdir()) == []  # no runs/ folder in the working directory
     after = _tree(demo_yaml.parent)
@@ -68,7 +71,19 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, demo_ya
 
 
 @pytest.mark.slow
+def test_a_classic_window_crosses_epoch_ends(classic, tmp_path):
+    # 16 images, batch 4: an epoch is 4 batches, so 1 warm-up + 10 measured steps cross two epoch ends
+    # (train.py validates at each; trials make that instant, the projection times it separately).
+    small = demo_data.generate(tmp_path / "small", demo_data.DemoSpec(train=16, val=4, width=64, height=48))
+    request = measure.prepare(str(small), _tiny(imgsz=64), device="cpu", engine="yolov5", steps=10, warmup=1, max_steps=10)
+    result = measure.run_trial(request)
+    assert result.status is Status.OK, result.message + result.log_tail
+    assert result.steps == 10 and result.images_used == 16
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("cache, freeze", [("ram", 0), ("disk", 3)])
+
 def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_yaml, cache, freeze):
     request = measure.prepare(str(demo_yaml), _tiny(cache=cache, freeze=freeze, imgsz=100, workers=1), device="cpu",
                             engine="yolov5", steps=2, warmup=1)

@@ -116,6 +116,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
         "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),
         "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3",
         "--warmup", "1", "--device", "cpu", "--probe-epochs", "30", "--probe-fraction", "1", "--no-report",
+        "--repeats", "0",
     ]
     tight = run_cli(*common, "--max-map-loss", "0.01", "--study", "tight", cwd=tmp_path, timeout=1200)
     assert tight.returncode == 0, tight.stderr
@@ -129,7 +130,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
     assert small.user_attrs["map_loss"] == pytest.approx(ref - cand)
     assert small.user_attrs["map_loss"] > 0.01 + small.user_attrs["map_spread"]
     assert small.user_attrs["feasible"] is False and small.constraints["map_loss"] > 0
-    assert "best: trial 0:" in tight.stdout and "3 probe(s) ran" in tight.stdout
+    assert "recommended: trial 0:" in tight.stdout and "3 probe(s) ran" in tight.stdout
 
     loose = run_cli(*common, "--max-map-loss", "0.5", "--study", "loose", cwd=tmp_path, timeout=600)
     assert loose.returncode == 0, loose.stderr
@@ -138,7 +139,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
     assert small.user_attrs["probes_run"] == 0 and small.user_attrs["probe_cache_hits"] == 3  # second process, cache
     assert small.user_attrs["probe_map50_95"] == pytest.approx(cand)
     assert small.user_attrs["feasible"] is True
-    assert "best: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
+    assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
 
 
 @pytest.mark.slow
@@ -147,7 +148,8 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1", "--device", "cpu",
-        cwd=tmp_path,
+        "--repeats", "0", cwd=tmp_path,
+
     )
     assert done.returncode == 0, done.stderr
     names = [s.study_name for s in optuna.get_all_study_summaries(url)]

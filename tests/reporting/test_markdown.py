@@ -44,12 +44,22 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
     assert "an estimate" in text and "Inputs (baseline)" in text
 
     trials = {t.number: t for t in _trials(url, name)}
-    rows = re.findall(r"^\| (\d+) \| (yolov5\S+ [^|]+) \| ([\d.]+) \| ", text, re.M)
+    section = text.split("## 5. Trials")[1].split("## 6.")[0]
+    rows = re.findall(r"^\| (\d+) \| (yolov5\S+ [^|]+) \| ([\d.]+) \| ", section, re.M)
     assert rows, text
     for number, _, ips in rows:
         assert float(ips) == round(trials[int(number)].user_attrs["images_per_s"], 2)
     base = trials[0].user_attrs
-    assert f"| images/s | {base['images_per_s']:.2f} |" in text
+    assert f"| images/s (search, measured once) | {base['images_per_s']:.2f} |" in text
+
+    # The finals: the baseline and one finalist in 2 rounds, every measurement in the table, the decision.
+    study = optuna.load_study(study_name=name, storage=url)
+    finals = study.user_attrs["finals"]
+    assert len(finals["trials"]) == 2 and len(finals["measured"]) == 4
+    for m in finals["measured"]:
+        assert f"{m['images_per_s']:.2f}" in text.split("## Finals")[1].split("## 3.")[0]
+    assert "min-max of the paired per-round ratios" in text and "**Decision:**" in text
+    assert "| workers | no | always 0:" in text  # Ultralytics on CPU: the real run ignores workers
     assert f"{100 * base['data_wait_fraction']:.1f}%" in text
 
     bash = re.search(r"```bash\n(.+?)\n```", text, re.S).group(1)
@@ -57,10 +67,13 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
     best = json.loads(run_cli("best", "--storage", url, "--study", name, "--format", "json", cwd=work).stdout)
     assert command.parse_yolo_train(bash).knobs == Knobs(**best["config"])
     assert command.parse_python_train(python).knobs == Knobs(**best["config"])
-    assert best["images_per_s"] == trials[best["trial"]].user_attrs["images_per_s"]
+    rounds = sorted(m["images_per_s"] for m in finals["measured"] if m["trial"] == best["trial"])
+    assert best["images_per_s"] == pytest.approx(sum(rounds) / 2)  # the median of its 2 rounds
+    assert best["speedup"]["rounds"] == 2 and best["speedup"]["low"] <= best["speedup"]["median"]
 
     pngs = sorted((tmp_path / name).glob("*.png"))
-    assert [p.name for p in pngs] == ["history.png", "knobs.png", "speed_vs_map.png"]
+    assert [p.name for p in pngs] == ["finals.png", "history.png", "knobs.png", "speed_vs_map.png"]
+
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         with Image.open(png) as im:
