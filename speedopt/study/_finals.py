@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     import optuna
 
 ATTR = "finals"
+PREVIOUS = "finals_previous"  # earlier finals of other finalists, kept when the study grew
+
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ def run(
         return None
     finals = stored(study)
     if finals is None or finals.trials != chosen or finals.repeats != repeats:
+        if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
+            study.set_user_attr(PREVIOUS, [*study.user_attrs.get(PREVIOUS, []), finals.to_attr()])
         finals = Finals(chosen, repeats)
     by_number = {r.number: r for r in done}
     for round_ in range(repeats):

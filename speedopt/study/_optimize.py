@@ -226,7 +226,14 @@ def _open(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, list[st
     return study, notes
 
 
+def _complete(study: optuna.Study) -> int:
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
 def _full(study: optuna.Study, target: int) -> bool:
+
     """The study holds its target: complete trials, or complete and running ones with nothing queued."""
     from optuna.trial import TrialState
 
@@ -257,14 +264,18 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
             plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
         )
         if not _full(study, target):
+            if study.user_attrs.get("stopped"):
+                study.set_user_attr("stopped", None)  # a resumed search (more trials asked) samples again
             study.optimize(
                 _guarded(_objective(plan, view, judge), target),
                 timeout=plan.timeout_s,
                 callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))],
                 gc_after_trial=False,
             )
-        if plan.create and (_full(study, target) or "stopped" in study.user_attrs):
+        if plan.create and (_complete(study) >= target or study.user_attrs.get("stopped")):
             _finals(plan, study, view)
+        elif plan.create and _full(study, target):
+            view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
     finally:
         view.stop()
     return outcome(study)

@@ -15,20 +15,20 @@ from speedopt import data as demo_data
 from speedopt.cli import main
 from speedopt.knobs import Knobs
 from speedopt.reporting import Verification, recommend, verified_section
-from speedopt.reporting._verify import (
-    ATTR,
+from speedopt.reporting._trainer_run import (
     MARKER,
-    _ending,
-    _finished,
-    _Launch,
-    _launch,
-    _run,
-    _Seen,
+    Launch,
+    Seen,
     cumulative_times,
+    ending,
     epoch_seconds,
+    finished_at,
+    launch,
     leading_count,
     parse_results,
+    run_trainer,
 )
+from speedopt.reporting._verify import ATTR
 from speedopt.status import Status
 from speedopt.study import SearchConfig, plan
 
@@ -70,9 +70,9 @@ def test_epoch_times_come_from_the_time_column_or_from_when_rows_appeared():
     assert cumulative_times(parse_results(CLASSIC_CSV)) is None
     assert epoch_seconds([12.5, 24.0, 36.5]) == pytest.approx((12.5, 11.5, 12.5))
     # classic: rows seen at 105.0 and 109.5 (monotonic), training started (the log's marker) at 100.0
-    finished, timing = _finished(parse_results(CLASSIC_CSV), [105.0, 109.5], 100.0, 90.0)
+    finished, timing = finished_at(parse_results(CLASSIC_CSV), [105.0, 109.5], 100.0, 90.0)
     assert epoch_seconds(finished) == pytest.approx((5.0, 4.5)) and MARKER in timing
-    finished, timing = _finished(parse_results(CLASSIC_CSV), [105.0, 109.5], None, 90.0)
+    finished, timing = finished_at(parse_results(CLASSIC_CSV), [105.0, 109.5], None, 90.0)
     assert finished == pytest.approx([15.0, 19.5]) and "includes set-up" in timing
 
 
@@ -106,15 +106,15 @@ def test_how_a_run_ends():
         base = dict(rows=[{"epoch": "1"}], seen_at=[1.0], train_started=0.5, started=0.0, returncode=0, timed_out=False,
                     log_tail="Traceback (most recent call last):\n  File x\nRuntimeError: boom\nmore text", wall_s=3.0,
                     logged_train_images=None)
-        return _Seen(**{**base, **change})
+        return Seen(**{**base, **change})
 
-    assert _ending(seen(), 1, 60)[0] is Status.OK
-    assert _ending(seen(rows=[]), 1, 60) == (Status.ERROR, "the trainer exited 0 but wrote no results.csv row in its run folder")
-    status, message = _ending(seen(timed_out=True, returncode=-9), 2, 60)
+    assert ending(seen(), 1, 60)[0] is Status.OK
+    assert ending(seen(rows=[]), 1, 60) == (Status.ERROR, "the trainer exited 0 but wrote no results.csv row in its run folder")
+    status, message = ending(seen(timed_out=True, returncode=-9), 2, 60)
     assert status is Status.TIMEOUT and "--timeout 60 s (1 of 2 epochs recorded)" in message
-    assert _ending(seen(returncode=1), 1, 60) == (Status.ERROR, "the trainer exited with code 1 (1 of 1 epochs recorded): RuntimeError: boom")
-    assert _ending(seen(returncode=-signal.SIGKILL), 1, 60)[0] is Status.OOM
-    assert "SIGSEGV" in _ending(seen(returncode=-signal.SIGSEGV), 1, 60)[1]
+    assert ending(seen(returncode=1), 1, 60) == (Status.ERROR, "the trainer exited with code 1 (1 of 1 epochs recorded): RuntimeError: boom")
+    assert ending(seen(returncode=-signal.SIGKILL), 1, 60)[0] is Status.OOM
+    assert "SIGSEGV" in ending(seen(returncode=-signal.SIGSEGV), 1, 60)[1]
 
 
 def test_stored_record_round_trips_and_makes_the_report_section():
@@ -158,16 +158,16 @@ def test_the_classic_command_runs_its_module_on_a_leading_subset(demo_yaml, tmp_
     attrs = {"status": "ok", "images_per_s": 10.0, "config": proto.baseline.to_dict(), "feasible": True, "role": "baseline"}
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=10.0, user_attrs=attrs))
     rec = recommend(study)
-    launch = _launch(rec, 2, 0.25, tmp_path)
-    argv = launch.argv
+    started = launch(rec, 2, 0.25, tmp_path)
+    argv = started.argv
     assert argv[:3] == [sys.executable, "-m", "yolov5.train"] and argv[argv.index("--epochs") + 1] == "2"
     assert argv[-5:] == ["--project", str(tmp_path / "runs"), "--name", "verify", "--exist-ok"]
     subset = yaml.safe_load(open(argv[argv.index("--data") + 1]))
     listed = open(subset["train"]).read().split()
     everything = sorted(str(p) for p in demo_data.load(demo_yaml).train_images)
-    assert listed == everything[: len(everything) // 4] and launch.train_images == len(listed) == 12
+    assert listed == everything[: len(everything) // 4] and started.train_images == len(listed) == 12
     assert subset["names"] == yaml.safe_load(open(demo_yaml))["names"]
-    assert launch.shown == rec.command(2) and launch.results == tmp_path / "runs" / "verify" / "results.csv"
+    assert started.shown == rec.command(2) and started.results == tmp_path / "runs" / "verify" / "results.csv"
 
 
 def test_the_ultralytics_command_keeps_the_full_runs_mosaic(demo_yaml, tmp_path):
@@ -176,11 +176,11 @@ def test_the_ultralytics_command_keeps_the_full_runs_mosaic(demo_yaml, tmp_path)
     fast = Knobs(model="yolov5n", imgsz=96, batch=8, workers=0, amp=False)
     attrs = {"status": "ok", "images_per_s": 30.0, "config": fast.to_dict(), "feasible": True}
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=30.0, user_attrs=attrs))
-    launch = _launch(recommend(study), 1, 0.5, tmp_path)
-    assert launch.argv[0].endswith("/yolo") and launch.argv[1:3] == ["detect", "train"]
-    assert {"epochs=1", "fraction=0.5", "close_mosaic=0", f"project={tmp_path / 'runs'}", "exist_ok=True"} <= set(launch.argv)
-    assert launch.shown.startswith("yolo detect train ") and launch.shown.endswith("epochs=1 fraction=0.5 close_mosaic=0")
-    assert launch.train_images == 24
+    started = launch(recommend(study), 1, 0.5, tmp_path)
+    assert started.argv[0].endswith("/yolo") and started.argv[1:3] == ["detect", "train"]
+    assert {"epochs=1", "fraction=0.5", "close_mosaic=0", f"project={tmp_path / 'runs'}", "exist_ok=True"} <= set(started.argv)
+    assert started.shown.startswith("yolo detect train ") and started.shown.endswith("epochs=1 fraction=0.5 close_mosaic=0")
+    assert started.train_images == 24
 
 
 FAKE_TRAINER = textwrap.dedent(
@@ -203,15 +203,15 @@ FAKE_TRAINER = textwrap.dedent(
 def test_the_run_loop_times_new_rows_from_the_marker_and_kills_on_timeout(tmp_path):
     results = tmp_path / "runs" / "verify" / "results.csv"
     notes = []
-    launch = _Launch([sys.executable, "-c", FAKE_TRAINER, str(results), "0"], "fake", results, 7, ())
-    seen = _run(launch, tmp_path, {"PYTHONUNBUFFERED": "1"}, 2, 30.0, notes.append)
-    assert _ending(seen, 2, 30.0)[0] is Status.OK and seen.logged_train_images == 7
-    finished, timing = _finished(seen.rows, seen.seen_at, seen.train_started, seen.started)
+    launch = Launch([sys.executable, "-c", FAKE_TRAINER, str(results), "0"], "fake", results, 7, ())
+    seen = run_trainer(launch, tmp_path, {"PYTHONUNBUFFERED": "1"}, 2, 30.0, notes.append)
+    assert ending(seen, 2, 30.0)[0] is Status.OK and seen.logged_train_images == 7
+    finished, timing = finished_at(seen.rows, seen.seen_at, seen.train_started, seen.started)
     assert epoch_seconds(finished) == pytest.approx((0.5, 0.5), abs=0.2) and "polled" in timing
     assert [n for n in notes if n.startswith("epoch")][-1].startswith("epoch 2/2: ")
     started = time.monotonic()
-    hung = _Launch([sys.executable, "-c", FAKE_TRAINER, str(tmp_path / "b" / "results.csv"), "600"], "fake", tmp_path / "b" / "results.csv", 7, ())
-    seen = _run(hung, tmp_path, {"PYTHONUNBUFFERED": "1"}, 2, 2.0, None)
+    hung = Launch([sys.executable, "-c", FAKE_TRAINER, str(tmp_path / "b" / "results.csv"), "600"], "fake", tmp_path / "b" / "results.csv", 7, ())
+    seen = run_trainer(hung, tmp_path, {"PYTHONUNBUFFERED": "1"}, 2, 2.0, None)
     assert seen.timed_out and len(seen.rows) == 2 and time.monotonic() - started < 15
 
 

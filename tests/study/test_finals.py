@@ -104,3 +104,12 @@ def test_nothing_to_compare_runs_no_finals():
     s.add_trial(_trial(8, 10.5))
     assert finals_mod.run(s, records(s), 3, 3, lambda knobs: pytest.fail("measured")) is None
     assert outcome(s).recommended.number == 0 and outcome(s).speedup is None
+
+
+def test_new_finalists_keep_the_earlier_finals_measurements(study):
+    speeds = {8: [10.0] * 4, 16: [15.0] * 4, 4: [12.0] * 2}
+    finals_mod.run(study, records(study), 1, 2, _measure_by_batch(speeds, []))
+    first = study.user_attrs["finals"]
+    finals = finals_mod.run(study, records(study), 2, 2, _measure_by_batch(speeds, []))
+    assert finals.trials == (0, 1, 5) and len(finals.measured) == 6
+    assert study.user_attrs["finals_previous"] == [first]
