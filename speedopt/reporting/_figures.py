@@ -64,7 +64,7 @@ def history(table: pd.DataFrame, path: Path) -> Path:
         line.append(best if best is not None else float("nan"))
     ax.step(list(table["number"]), line, where="post", c="tab:green", label="best feasible")
     ax.set_xlabel("trial")
-    ax.set_ylabel("images/s (measured once; bars: 90% CI of the mean step)")
+    ax.set_ylabel("images/s (bars: 90% CI)")
     ax.set_ylim(bottom=0)
     ax.set_title("optimisation history (x: rejected by the mAP constraint; 0: not measured)")
     ax.legend(loc="best")
@@ -133,6 +133,7 @@ def finals(finals: Finals, labels: dict[int, str], path: Path) -> Path | None:
         ax.scatter([x] * len(values), values, c=colour, zorder=3)
     ax.set_xticks(range(len(series)), [labels.get(t, str(t)) for t in series], fontsize=8)
     ax.set_ylim(bottom=0)
-    ax.set_ylabel("images/s (each round; bar: median; whisker: min-max)")
-    ax.set_title(f"finals: {finals.repeats} interleaved rounds beside the baseline (grey)")
+    ax.set_ylabel("images/s per round")
+    ax.set_title(f"finals: {finals.repeats} interleaved rounds (bar: median, whisker: min-max)", fontsize=10)
+
     return _save(fig, path)

@@ -82,8 +82,9 @@ def _machine_and_dataset(p: StudyProtocol, result: SearchOutcome, done: list[Tri
         f"- Dataset: `{p.data}`: {ds.train_images} train / {ds.val_images} val images, {ds.classes} classes, "
         f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id})",
         f"- Engine: {p.engine} {p.engine_version} on device `{p.device}`; speedopt {p.speedopt_version}",
-        f"- Trials: {result.complete} complete ({result.counts_text()}), {p.warmup} warm-up + {p.steps} measured "
-        f"batches each; from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
+        f"- Trials: {result.complete} complete ({result.counts_text()}), at least {p.warmup} warm-up batches (more with "
+        f"dataloader workers: until their prefetched batches are used) and {p.steps} to {p.max_steps} measured batches "
+        f"each (until the 90% CI of the mean step time is within +/-5%); from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
         f"{_duration(busy)} of trials and probes",
         "",
     ]
@@ -252,7 +253,8 @@ def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
         speed = float(row["images_per_s"])
         ratio = f"{speed / base_ips:.2f}x" if base_ips else "-"
         ci = row.get("ci_rel")
-        lines.append(f"| {row['number']} | {row['config']} | {speed:.2f} | {_pct(ci)} | {_f(row.get('steps'))} | {ratio} | "
+        steps = row.get("steps")
+        lines.append(f"| {row['number']} | {row['config']} | {speed:.2f} | {_pct(ci)} | {'-' if steps is None else int(steps)} | {ratio} | "
                      f"{_pct(row['data_wait_fraction'])} | "
                      f"{_f(row['probe_map50_95'], 4)} | {_f(row['map_loss'], 4)} |")
     others = table[~table.index.isin(feasible.index)]
@@ -378,7 +380,7 @@ def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folde
     if result.probed and result.reference_map50_95 is not None:
         ref, spread = result.reference_map50_95, result.probed[0].spread or 0.0
         threshold = ref - p.quality.limit.allowed(ref) - spread
-    labels = {r.number: f"trial {r.number}\n{knobs_text(r.config)}".replace(" ", "\n", 2) for r in result.trials}
+    labels = {r.number: _label(r, result.baseline) for r in result.trials}
     drawn = {
         "optimisation history": figures.history(table, folder / "history.png"),
         "throughput against each knob": figures.knobs(table, searched, folder / "knobs.png"),
@@ -390,6 +392,15 @@ def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folde
             (folder / name).unlink(missing_ok=True)
     return [(title, fig) for title, fig in drawn.items() if fig is not None]
 
+
+
+def _label(record: TrialRecord, base: TrialRecord | None) -> str:
+    """``trial 2\\ncache=disk``: a trial by the knobs it changes from the baseline."""
+    if base is None or record.number == base.number:
+        return f"trial {record.number}\n(baseline)"
+    ours, theirs = record.config.to_dict(), base.config.to_dict()
+    changed = [f"{k}={value_text(v)}" for k, v in ours.items() if v != theirs[k]]
+    return f"trial {record.number}\n" + ("\n".join(changed) or "same config")
 
 
 def _save_note(study: optuna.Study, text: str, path: Path) -> None:

@@ -125,7 +125,9 @@ def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.T
 
         trial.set_user_attr("worker", worker_id())
         baseline = trial.user_attrs.get("role") == "baseline"
-        knobs = plan.protocol.baseline if baseline else suggest(trial, plan.protocol.space)
+        suggested = suggest(trial, plan.protocol.space)  # the baseline's enqueued values too: the sampler learns from it
+        knobs = plan.protocol.baseline if baseline else suggested
+
         request = _prepare(plan, knobs)
         earlier = None if baseline else duplicate_of(trial.study, knobs, request)
         if earlier is not None:  # not measured again as a new trial: the budget goes to new configs
