@@ -40,8 +40,8 @@ def main() -> None:
     parser.add_argument("--imgsz", type=int, default=320)
     parser.add_argument("--rounds", type=int, default=defaults.REPEATS, help="finals rounds the estimate is for")
     args = parser.parse_args()
-    base = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=0, cache="none")
-    other = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=0, cache="ram")
+    base = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=0, cache="none", amp=False)
+    other = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=0, cache="ram", amp=False)
     speeds: dict[str, list[float]] = {"A": [], "B": []}
     with tempfile.TemporaryDirectory() as tmp:
         demo = data.generate(f"{tmp}/demo", data.DemoSpec())

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import speedopt
 from speedopt import data, defaults
+from speedopt.cli._options import quiet_optuna
 from speedopt.knobs import knobs_text
 
 
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--size", default="640x480")
     parser.add_argument("--format", default="jpg", choices=data.FORMATS)
     args = parser.parse_args()
+    quiet_optuna()
     width, height = data.parse_size(args.size)
     with tempfile.TemporaryDirectory() as tmp:
         print(f"generating {args.train} {args.format} images of {width}x{height} ...", flush=True)

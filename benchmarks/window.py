@@ -15,6 +15,7 @@ asked, and the prefetch queue only exists with workers (python train.py honours 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 
 import speedopt
@@ -32,7 +33,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=defaults.STEPS)
     args = parser.parse_args()
     width, height = data.parse_size(args.size)
-    knobs = speedopt.Knobs(model="yolov5n", imgsz=320, batch=8, workers=args.workers if args.engine == "yolov5" else 0)
+    knobs = speedopt.Knobs(model="yolov5n", imgsz=320, batch=8, workers=args.workers if args.engine == "yolov5" else 0, amp=False)
     long_steps = 5 * args.steps
     with tempfile.TemporaryDirectory() as tmp:
         print(f"generating {args.images} PNG images of {width}x{height} ...", flush=True)
@@ -48,7 +49,10 @@ def main() -> None:
                 print(f"pair {pair + 1} {label:>10}: {r.images_per_s:.2f} images/s, 90% CI +/-{100 * ci:.1f}% "
                       f"({r.steps} steps after {r.warmup} warm-up batches, data wait {100 * (r.data_wait_fraction or 0):.0f}%)",
                       flush=True)
-    print(f"engine {args.engine}, {knobs_text(knobs)}:")
+    per_epoch = -(-args.images // knobs.batch)
+    print(f"engine {args.engine}, {knobs_text(knobs)}; {per_epoch} batches per epoch:")
+    for pair, label, r in rows:
+        _trace(pair, label, r, per_epoch)
     for pair in range(args.pairs):
         (_, _, short), (_, _, long) = [row for row in rows if row[0] == pair]
         diff = (short.images_per_s or 0) / (long.images_per_s or 1) - 1
@@ -56,6 +60,19 @@ def main() -> None:
         print(f"pair {pair + 1}: default window {short.images_per_s:.2f} images/s (+/-{100 * (short.ci_rel or 0):.1f}%, "
               f"{short.steps} steps) vs {long.steps} steps {long.images_per_s:.2f}: default reads {100 * diff:+.1f}%, "
               f"{'inside' if inside else 'OUTSIDE'} its reported interval")
+
+
+def _trace(pair: int, label: str, r: speedopt.TrialResult, per_epoch: int) -> None:
+    """Where the time goes inside a window: its first and last 20 steps, and the steps that cross an epoch end."""
+    steps = list(r.step_s)
+    if len(steps) < 40:
+        return
+    first, last = statistics.fmean(steps[:20]), statistics.fmean(steps[-20:])
+    crossing = [s for i, s in enumerate(steps) if (r.warmup or 0) + i + 1 > per_epoch and ((r.warmup or 0) + i) % per_epoch == 0]
+    inside = [s for i, s in enumerate(steps) if ((r.warmup or 0) + i) % per_epoch != 0]
+    extra = (statistics.fmean(crossing) - statistics.fmean(inside)) if crossing else 0.0
+    print(f"  pair {pair + 1} {label}: mean step of the first 20 {first:.3f} s, of the last 20 {last:.3f} s ({100 * (last / first - 1):+.1f}%); "
+          f"{len(crossing)} epoch-end steps take {extra:+.3f} s more than the others ({statistics.fmean(inside):.3f} s)")
 
 
 if __name__ == "__main__":

@@ -100,6 +100,8 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         warmup=stats.warmup,
         ci_rel=stats.ci_rel,
         converged=stats.converged,
+        step_s=list(stats.step_s),
+
         peak_gpu_mem_mb=_peak_gpu_mb(job.device),
         gpu_util_mean=gpu_util,
         cpu_util_mean=cpu,

@@ -35,6 +35,7 @@ class StepStats:
     warmup: int = 0  # warm-up batches run before the window
     ci_rel: float | None = None  # half-width of the 90% confidence interval of the mean step time, / the mean
     converged: bool = False  # ci_rel reached the target before the maximum steps
+    step_s: tuple[float, ...] = ()  # every measured step's interval, in order (the trace behind the figures)
 
 
 def mean_ci_rel(samples: list[float], level: float = LEVEL) -> float:
@@ -56,7 +57,8 @@ class StepClock:
     A step's interval runs from the end of the previous step to the end of this one, so the
     intervals tile the measured window and images_per_s = images / window length.
 
-    Warm-up lasts ``warmup`` batches and, with dataloader workers, until the prefetch queue they
+    A window is only done when its two halves also agree within ``target`` (a rate that still drifts is
+    not steady, however tight its interval). Warm-up lasts ``warmup`` batches and, with dataloader workers, until the prefetch queue they
     filled while the model was built (``queued`` batches) has been consumed: after ``max(warmup,
     queued)`` batches, the first batch that had to wait for data shows the queue empty; a config
     whose queue never empties is compute-bound and the queue holds no bias (warm-up stops at
@@ -137,7 +139,17 @@ class StepClock:
         if n < self.steps:
             return False
         self._ci = mean_ci_rel(self._intervals)
-        return self._ci <= self.target or n >= self.max_steps
+        return (self._ci <= self.target and self.drift() <= self.target) or n >= self.max_steps
+
+    def drift(self) -> float:
+        """How far the mean step of the window's second half is from its first half's, relative to the
+        whole window's mean: a window whose rate still moves has not reached steady state."""
+        n = len(self._intervals)
+        if n < 4:
+            return float("inf")
+        half = n // 2
+        first, second = statistics.fmean(self._intervals[:half]), statistics.fmean(self._intervals[n - half :])
+        return abs(second - first) / statistics.fmean(self._intervals)
 
     def _report(self, phase: str, done: int, of: int) -> None:
         if self._progress:
@@ -172,5 +184,8 @@ class StepClock:
             steps=len(self._intervals),
             warmup=self._warm or 0,
             ci_rel=ci,
-            converged=ci is not None and ci <= self.target,
+            converged=ci is not None and ci <= self.target and self.drift() <= self.target,
+
+            step_s=tuple(round(s, 5) for s in self._intervals),
+
         )

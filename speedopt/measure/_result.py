@@ -38,6 +38,7 @@ class TrialResult:
     max_steps: int | None = None
     ci_rel: float | None = None  # 90% CI half-width of the mean step time, relative to it
     converged: bool | None = None  # the CI reached +/-5% before max_steps
+    step_s: tuple[float, ...] = field(default=(), repr=False)  # each measured step's seconds, in order
     images_used: int | None = None
     images_total: int | None = None
     train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
@@ -61,6 +62,7 @@ class TrialResult:
         data["requested"] = self.requested.to_dict()
         data["notes"] = list(self.notes)
         data["network_blocked"] = list(self.network_blocked)
+        data["step_s"] = list(self.step_s)
         return data
 
     @classmethod
@@ -74,4 +76,6 @@ class TrialResult:
         values["requested"] = Knobs.from_dict(data.get("requested") or data["config"])
         values["notes"] = tuple(values.get("notes", ()))
         values["network_blocked"] = tuple(values.get("network_blocked", ()))
+        values["step_s"] = tuple(values.get("step_s", ()))
+
         return cls(**values)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import optuna
     import pandas as pd
 
-_DROPPED = ("log_tail", "requested", "worker", "state")
+_DROPPED = ("log_tail", "requested", "worker", "state", "step_s")
 
 
 def trial_table(study: optuna.Study, done: Iterable[TrialRecord] | None = None) -> pd.DataFrame:

@@ -120,3 +120,16 @@ def test_a_queue_that_never_empties_stops_warmup_at_its_cap():
     with pytest.raises(TrialFinished):
         _drive(clock, now, [0.0] * 20, [1.0] * 20, [4] * 20)
     assert clock.stats().warmup == 2 + 3 * 2
+
+
+def test_a_drifting_rate_keeps_the_window_open():
+    # Each step 2% slower than the one before: after 10 steps the interval is tight (+/-3.5%), but the halves disagree, so the
+    # window runs to its maximum instead of stopping on the early, faster steps.
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=10, max_steps=40, now=now)
+    with pytest.raises(TrialFinished):
+        for i in range(100):
+            _drive(clock, now, [0.0], [1.0 * 1.02**i], [4])
+    stats = clock.stats()
+    assert stats.steps == 40 and not stats.converged
+    assert clock.drift() > 0.05
