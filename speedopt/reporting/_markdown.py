@@ -26,7 +26,7 @@ from speedopt.reporting._recommend import Recommendation, recommendation
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, finalists, outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -145,7 +145,12 @@ def _finals(result: SearchOutcome) -> list[str]:
     lines = ["## Finals: the leaders measured again beside the baseline", ""]
     if finals is None:
         p = result.protocol
-        why = "--repeats 0" if p is not None and p.repeats == 0 else "no feasible config other than the baseline"
+        if p is not None and p.repeats == 0:
+            why = "--repeats 0"
+        elif finalists(result.trials, 1):
+            why = "not run yet: rerun the search command to run them"
+        else:
+            why = "no feasible config other than the baseline"
         return lines + [f"No finals ran ({why}): no speedup is claimed.", ""]
     rounds = " | ".join(f"round {r + 1}" for r in range(finals.repeats))
     lines += [f"Interleaved rounds (baseline, then each finalist, per round); images/s per measurement; speedup = "
