@@ -139,6 +139,9 @@ def run(args: argparse.Namespace) -> int:
         out.print(line, highlight=False)
     where = f" ({rec.where()})" if rec.where() else ""
     out.print(f"train with{where}:\n  {rec.command()}", highlight=False)
+    for problem in rec.problems():
+        out.print(f"warning: {problem}", highlight=False)
+
     out.print("measure it again:\n  " + rec.measure_again(), highlight=False)
     if args.verify:
 

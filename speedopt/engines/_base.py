@@ -101,6 +101,12 @@ class Engine(abc.ABC):
         """Environment variables for the trial process (offline switches, private config dirs)."""
         return {}
 
+    def command_problems(self) -> tuple[str, ...]:
+        """Why the printed command may fail in this environment although the trials ran (speedopt patches
+        the trainer inside its trials; the user's own run gets no patch). Checked without importing the trainer."""
+        return ()
+
+
     def prepare(self, cache_dir: Path) -> None:
         """Run inside the job process before the job: offline set-up (local fonts, settings)."""
 

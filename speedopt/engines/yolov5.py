@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -129,6 +130,23 @@ class Yolov5Engine(Engine):
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         return {"amp": (device != "cpu", _AMP_REASON)}
+
+    def command_problems(self) -> tuple[str, ...]:
+        import numpy as np
+
+        problems = []
+        if not hasattr(np, "trapz"):
+            problems.append(
+                f"numpy {np.__version__} has no numpy.trapz, which the classic metrics call: the printed command fails "
+                "at its first validation (speedopt's trials patch it); install numpy<2.4 in the environment that trains"
+            )
+        if self.root is None and _torch_loads_weights_only():
+            problems.append(
+                "the yolov5 package's train.py ends with torch.load of its own checkpoint, which torch >= 2.6 refuses "
+                "(weights_only): training completes, then the command exits with an error; a current clone of "
+                "ultralytics/yolov5 (--yolov5-dir) or torch<2.6 avoids it"
+            )
+        return tuple(problems)
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         return {
@@ -253,7 +271,15 @@ class Yolov5Engine(Engine):
         return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=notes)
 
 
+def _torch_loads_weights_only() -> bool:
+    """torch >= 2.6: torch.load defaults to weights_only=True (read from the installed version, torch not imported)."""
+    version = package_version("torch") or "0"
+    major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
+    return (major, minor) >= (2, 6)
+
+
 def _no_validation(real: Callable[..., Any]) -> Callable[..., Any]:
+
     """A validation pass that returns at once with zero scores, in the shape ``real`` returns.
 
     A trial's window may cross an epoch end (a small train set, a long window). ``--noval`` cannot

@@ -220,7 +220,9 @@ def _command(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
     else:
         lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
+    lines += [f"**Warning:** {problem}." for problem in rec.problems()] + ([""] if rec.problems() else [])
     gpus = rec.protocol.machine.gpus
+
     if len(gpus) > 1:
         every = ",".join(str(i) for i in range(len(gpus)))
         lines += [f"On all {len(gpus)} GPUs (DDP; not measured by this study):", "", "```bash",

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from speedopt import command
+from speedopt import command, engines
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.speedup import METHOD, Speedup
@@ -64,6 +64,10 @@ class Recommendation:
         return f"in {self.protocol.yolov5_dir}" if self.protocol.yolov5_dir else (
             "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
         )
+
+    def problems(self) -> tuple[str, ...]:
+        """Why the printed command may fail in this environment although the trials ran (the engine says)."""
+        return engines.get(self.protocol.engine, yolov5_dir=self.protocol.yolov5_dir).command_problems()
 
     def measure_again(self) -> str:
         """The ``speedopt trial`` command that measures this config again."""

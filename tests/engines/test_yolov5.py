@@ -191,3 +191,14 @@ def test_classic_probe_and_timed_validation_jobs(classic, demo_yaml, kind):
     else:
         timed = done.validation()
         assert timed and timed.seconds > 0 and timed.images == 8
+
+
+def test_the_printed_command_is_warned_about_what_this_environment_breaks():
+    # The trials patch numpy.trapz and never reach the package's final torch.load; the user's own run does.
+    import numpy as np
+
+    problems = Yolov5Engine().command_problems()
+    assert any("numpy.trapz" in p for p in problems) == (not hasattr(np, "trapz"))
+    torch = tuple(int(v) for v in importlib.metadata.version("torch").split("+")[0].split(".")[:2])
+    assert any("weights_only" in p for p in problems) == (torch >= (2, 6))
+
