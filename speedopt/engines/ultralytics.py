@@ -222,11 +222,13 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "imgsz": knobs.imgsz,
         "batch": knobs.batch,
         "workers": knobs.workers,
+        "cache": False if knobs.cache == "none" else knobs.cache,  # the val split is cached too
         "amp": knobs.amp,
         "freeze": knobs.freeze or None,
         "device": run.device,
         "epochs": run.epochs,
         "fraction": run.fraction,
+
         "seed": run.seed,
         "deterministic": True,
         "project": str(run.workdir),

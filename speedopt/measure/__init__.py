@@ -20,7 +20,7 @@ from speedopt.measure._hostlock import lock_path, measuring
 from speedopt.measure._jobs import Job, JobOutcome, ProbeJob, ValidateJob, ValidationTime
 from speedopt.measure._request import TrialRequest, prepare
 from speedopt.measure._result import TrialResult
-from speedopt.measure._run import run_trial, unmeasured
+from speedopt.measure._run import no_new_npy, run_trial, unmeasured
 from speedopt.measure._runner import Progress, phase_text, run_job
 from speedopt.measure._telemetry import Sampler
 
@@ -49,6 +49,7 @@ __all__ = [
     "ram_cache_refusal",
     "ram_limit_bytes",
     "run_job",
+    "no_new_npy",
     "run_trial",
     "unmeasured",
 ]

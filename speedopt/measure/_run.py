@@ -7,8 +7,9 @@ user already had are never touched).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,23 @@ def run_trial(
     """Measure the request in its own process under the host lock; always returns a result."""
     if request.infeasible:
         return unmeasured(request, Status.INFEASIBLE, request.infeasible)
-    npy_before = _npy_files(request) if request.knobs.cache == "disk" else set()
-    try:
+    images = _images(request) if request.knobs.cache == "disk" else []
+    with no_new_npy(images):
         outcome = run_job(request, owner, progress, on_wait)
-    finally:
-        if request.knobs.cache == "disk":
-            for leftover in _npy_files(request) - npy_before:
-                leftover.unlink(missing_ok=True)
     return _result(request, outcome)
+
+
+@contextlib.contextmanager
+def no_new_npy(images: Sequence[Path]) -> Iterator[None]:
+    """Remove the disk-cache files (``.npy`` beside ``images``) that the body adds; the user's own stay."""
+    before = {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
+    try:
+        yield
+    finally:
+        for image in images:
+            npy = image.with_suffix(".npy")
+            if npy not in before:
+                npy.unlink(missing_ok=True)
 
 
 def unmeasured(request: TrialRequest, status: Status, message: str) -> TrialResult:
@@ -77,8 +87,8 @@ def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
     )
 
 
-def _npy_files(request: TrialRequest) -> set[Path]:
-    """Disk-cache files beside the images this trial uses (the trainer caches the val split too)."""
+def _images(request: TrialRequest) -> list[Path]:
+    """The images this trial uses (the trainer caches the val split too)."""
     ds = load(request.data_yaml)
-    images = ds.train_images[: request.images] + ds.val_images
-    return {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
+    return [*ds.train_images[: request.images], *ds.val_images]
+
