@@ -13,6 +13,10 @@ WARMUP = 5
 #: After the search: the top FINALISTS feasible configs and the baseline re-measured in REPEATS interleaved rounds.
 FINALISTS = 3
 REPEATS = 3
+#: A gain is claimed only when every finals round shows at least this much (differences on a noisy
+#: machine move between sessions by a few percent: see speedopt.speedup).
+MIN_GAIN = 0.05
+
 #: Seconds before one speed trial is killed (setup, warm-up and measured steps together).
 TRIAL_TIMEOUT_S = 900.0
 #: Seconds before one quality probe (train for the budget, then validate) is killed.

@@ -58,3 +58,12 @@ def test_the_best_median_among_certain_candidates_wins():
 def test_nothing_measured_keeps_the_baseline():
     decision = decide({1: None})
     assert decision.choice is None and decision.reason == NO_GAIN
+
+
+def test_a_margin_keeps_small_certain_gains_from_being_claimed():
+    # This machine's demo: cache=ram measured 1.03x (1.03-1.06x) in one session, 0.95x the next.
+    small = Speedup(1.03, 1.03, 1.06, 3)
+    assert decide({1: small}).choice == 1
+    held = decide({1: small}, min_gain=0.05)
+    assert held.choice is None and "at least 5%" in held.reason
+    assert decide({1: Speedup(1.4, 1.2, 1.5, 3)}, min_gain=0.05).choice == 1

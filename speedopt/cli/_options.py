@@ -24,7 +24,16 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def fraction(text: str) -> float:
+    """A fraction: ``0.05`` or ``5%``."""
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or 5%, got {text!r}") from None
+
+
 def seconds(text: str) -> float:
+
     """A number of seconds."""
     try:
         return float(text)

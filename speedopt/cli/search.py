@@ -8,7 +8,7 @@ from rich.console import Console
 
 import speedopt
 from speedopt import defaults
-from speedopt.cli._options import add_measurement, add_storage, add_study, integer, quiet_optuna, seconds
+from speedopt.cli._options import add_measurement, add_storage, add_study, fraction, integer, quiet_optuna, seconds
 from speedopt.cli._progress import view_for
 from speedopt.knobs import knobs_text
 from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs, unchecked_text
@@ -26,8 +26,8 @@ FINALS = (
     "feasible configs and the baseline are measured again in --repeats interleaved rounds (baseline, c1, c2, "
     "baseline, c1, ...), so drift hits every config alike. A config's speedup is the median of its per-round "
     "ratios to the baseline measured beside it, with the min-max of those ratios as its interval. The config with "
-    "the best median whose whole interval lies above 1.0 is recommended; when none does, speedopt says there is "
-    "no measurable gain and recommends keeping your settings."
+    "the best median whose whole interval lies above 1.0 by at least --min-gain is recommended; when none does, "
+    "speedopt says there is no measurable gain and recommends keeping your settings."
 )
 QUALITY = (
     "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
@@ -67,6 +67,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     finals = parser.add_argument_group("finals (claims that survive the noise)", FINALS)
     finals.add_argument("--finalists", type=integer, default=defaults.FINALISTS, metavar="K", help=f"feasible configs re-measured against the baseline (default {defaults.FINALISTS})")
     finals.add_argument("--repeats", type=integer, default=defaults.REPEATS, metavar="R", help=f"interleaved rounds of the finals (default {defaults.REPEATS}; 0: no finals, no speedup claimed)")
+    finals.add_argument(
+        "--min-gain", type=fraction, default=defaults.MIN_GAIN, metavar="G",
+        help=f"a speedup is claimed only when every round shows at least this gain: 0.05 or 5%% (default {100 * defaults.MIN_GAIN:.0f}%%)",
+    )
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
     quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
     quality.add_argument("--quality", default="probe", choices=("probe", "off"), help="off: keep accuracy knobs at the baseline, no probes (default probe)")
@@ -107,7 +111,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         data=args.data, trials=args.trials, timeout_s=args.timeout, storage=args.storage, study=args.study,
         space_file=args.space, fix=tuple(args.fix), baseline=args.baseline, steps=args.steps, warmup=args.warmup,
-        max_steps=args.max_steps, finalists=args.finalists, repeats=args.repeats,
+        max_steps=args.max_steps, finalists=args.finalists, repeats=args.repeats, min_gain=args.min_gain,
         seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,

@@ -24,6 +24,8 @@ class SearchConfig:
     warmup: int = defaults.WARMUP
     finalists: int = defaults.FINALISTS  # configs re-measured against the baseline after the search
     repeats: int = defaults.REPEATS  # interleaved rounds of that (0: no finals, no speedup claimed)
+    min_gain: float = defaults.MIN_GAIN  # a claim needs every round at least this much faster (0.05: 5%)
+
     seed: int = defaults.SEED
     device: str | None = None
     engine: str = "ultralytics"

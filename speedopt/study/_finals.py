@@ -51,6 +51,7 @@ class Finals:
     trials: tuple[int, ...]
     repeats: int
     measured: tuple[Repeat, ...] = ()
+    min_gain: float = 0.0  # the margin above 1.0 a gain must clear in every round (the study's --min-gain)
 
     @property
     def baseline(self) -> int:
@@ -75,17 +76,20 @@ class Finals:
 
     def decision(self) -> Decision[int]:
         """Which finalist to recommend (choice None: keep the baseline)."""
-        return decide(self.speedups())
+        return decide(self.speedups(), self.min_gain)
 
     def to_attr(self) -> dict[str, Any]:
-        return {"trials": list(self.trials), "repeats": self.repeats, "measured": [vars(m) for m in self.measured]}
+        return {
+            "trials": list(self.trials), "repeats": self.repeats, "min_gain": self.min_gain,
+            "measured": [vars(m) for m in self.measured],
+        }
 
     @classmethod
     def from_attr(cls, data: Any) -> Finals | None:
         if not isinstance(data, dict) or "trials" not in data:
             return None
         measured = tuple(Repeat(**m) for m in data.get("measured", ()))
-        return cls(tuple(data["trials"]), int(data["repeats"]), measured)
+        return cls(tuple(data["trials"]), int(data["repeats"]), measured, float(data.get("min_gain", 0.0)))
 
 
 def finalists(done: Iterable[TrialRecord], count: int) -> tuple[int, ...]:
@@ -115,6 +119,7 @@ def run(
     count: int,
     repeats: int,
     measure: Measure,
+    min_gain: float = 0.0,
     started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
     finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
 ) -> Finals | None:
@@ -129,7 +134,11 @@ def run(
     if finals is None or finals.trials != chosen or finals.repeats != repeats:
         if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
             study.set_user_attr(PREVIOUS, [*study.user_attrs.get(PREVIOUS, []), finals.to_attr()])
-        finals = Finals(chosen, repeats)
+        finals = Finals(chosen, repeats, min_gain=min_gain)
+    elif finals.min_gain != min_gain:  # the bar changed, not the measurements
+        finals = replace(finals, min_gain=min_gain)
+        study.set_user_attr(ATTR, finals.to_attr())
+
     by_number = {r.number: r for r in done}
     for round_ in range(repeats):
         for number in chosen:

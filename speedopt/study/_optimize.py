@@ -292,6 +292,7 @@ def _finals(plan: SearchPlan, study: optuna.Study, view: View) -> None:
         return
     view.finals_started(chosen, p.repeats)
     finals_mod.run(
-        study, done, p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view),
+        study, done, p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view), p.min_gain,
+
         started=view.repeat_started, finished=view.repeat_finished,
     )

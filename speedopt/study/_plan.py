@@ -62,7 +62,10 @@ def plan(config: SearchConfig) -> SearchPlan:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
     if config.repeats < 0 or config.repeats == 1:
         raise UsageError(f"--repeats must be 0 (no finals) or at least 2 (rounds give an interval), got {config.repeats}")
+    if not 0.0 <= config.min_gain < 1.0:
+        raise UsageError(f"--min-gain must be a fraction in [0, 1), such as 0.05 or 5%, got {config.min_gain:g}")
     ram_limit = ram_limit_bytes(config.ram_limit_gb)
+
     eng = installed_engine(config.engine, config.yolov5_dir)
     ds = load(config.data)
     device = machine.parse_device(config.device)
@@ -98,6 +101,7 @@ def plan(config: SearchConfig) -> SearchPlan:
         warmup=config.warmup,
         finalists=config.finalists,
         repeats=config.repeats,
+        min_gain=config.min_gain,
         trial_timeout_s=config.trial_timeout_s,
         ram_limit_bytes=ram_limit,
         seed=config.seed,

@@ -50,6 +50,8 @@ class StudyProtocol:
     warmup: int = defaults.WARMUP
     finalists: int = defaults.FINALISTS
     repeats: int = defaults.REPEATS
+    min_gain: float = defaults.MIN_GAIN
+
     epochs: int = defaults.EPOCHS
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
     ram_limit_bytes: int | None = None

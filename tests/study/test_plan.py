@@ -58,7 +58,12 @@ def test_a_study_speedopt_did_not_make_has_no_protocol():
         ({"probe_timeout_s": 0.0}, "--probe-timeout must be positive"),
         ({"fix": ("speed=11",)}, "unknown knob 'speed'"),
         ({"engine": "darknet"}, "unknown engine 'darknet'"),
+        ({"steps": 10, "max_steps": 5}, "--max-steps must be at least --steps"),
+        ({"repeats": 1}, "--repeats must be 0"),
+        ({"finalists": 0}, "--finalists must be at least 1"),
+        ({"min_gain": 1.5}, "--min-gain must be a fraction"),
     ],
+
 )
 def test_bad_input_is_one_line(demo_yaml, tmp_path, change, says):
     with pytest.raises(UsageError, match=says):
