@@ -38,17 +38,26 @@ class StepStats:
     step_s: tuple[float, ...] = ()  # every measured step's interval, in order (the trace behind the figures)
 
 
-def mean_ci_rel(samples: list[float], level: float = LEVEL) -> float:
-    """Half-width of the ``level`` confidence interval of the mean of ``samples``, relative to the mean
-    (Student's t; the samples taken as independent)."""
+def t_quantiles(most: int, level: float = LEVEL) -> list[float]:
+    """Student's t quantiles for a two-sided ``level`` interval of a mean of n samples, indexed by n (0..most).
+
+    Computed once, before training starts: importing scipy (a few hundred ms) or calling it between two
+    steps would land inside a measured step.
+    """
     from scipy.stats import t
 
+    dfs = list(range(1, max(most, 2)))
+    return [float("inf"), float("inf")] + [float(q) for q in t.ppf(0.5 + level / 2, dfs)]
+
+
+def mean_ci_rel(samples: list[float], quantiles: list[float]) -> float:
+    """Half-width of the confidence interval of the mean of ``samples``, relative to the mean (the samples
+    taken as independent); ``quantiles`` from :func:`t_quantiles`."""
     n = len(samples)
     mean = statistics.fmean(samples)
     if n < 2 or mean <= 0:
         return float("inf")
-    quantile = float(t.ppf(0.5 + level / 2, n - 1))
-    return float(quantile * statistics.stdev(samples) / n**0.5 / mean)
+    return float(quantiles[min(n, len(quantiles) - 1)] * statistics.stdev(samples) / n**0.5 / mean)
 
 
 class StepClock:
@@ -92,6 +101,7 @@ class StepClock:
         self._waits: list[float] = []
         self._images: list[int] = []
         self._ci: float | None = None
+        self._quantiles = t_quantiles(self.max_steps)
 
     @property
     def batches(self) -> int:
@@ -138,7 +148,7 @@ class StepClock:
         n = len(self._intervals)
         if n < self.steps:
             return False
-        self._ci = mean_ci_rel(self._intervals)
+        self._ci = mean_ci_rel(self._intervals, self._quantiles)
         return (self._ci <= self.target and self.drift() <= self.target) or n >= self.max_steps
 
     def drift(self) -> float:
@@ -171,7 +181,8 @@ class StepClock:
         p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
         window = self.window
         assert window is not None
-        ci: float | None = self._ci if self._ci is not None else mean_ci_rel(self._intervals)
+        ci: float | None = self._ci if self._ci is not None else mean_ci_rel(self._intervals, self._quantiles)
+
         ci = ci if ci is not None and math.isfinite(ci) else None
         return StepStats(
             images_per_s=sum(self._images) / total,

@@ -73,6 +73,8 @@ def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
     figures: dict[str, Any] = dict(outcome.figures)
     config = Knobs.from_dict(figures.pop("config")) if "config" in figures else request.knobs
     notes = request.notes + tuple(figures.pop("notes", ()))
+    figures["step_s"] = tuple(figures.get("step_s", ()))  # JSON gave a list; the record keeps tuples
+
     base = unmeasured(request, outcome.status, outcome.message)
     return dataclasses.replace(
         base,

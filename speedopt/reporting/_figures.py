@@ -118,7 +118,7 @@ def speed_vs_map(table: pd.DataFrame, threshold: float | None, path: Path) -> Pa
 
 def finals(finals: Finals, labels: dict[int, str], path: Path) -> Path | None:
     """Each finalist's images/s in every round (dots), median (bar) and min-max (whisker); None: no round measured."""
-    series = {t: [v for v in finals.series(t) if v is not None] for t in finals.trials}
+    series = {t: finals.ok_rounds(t) for t in finals.trials}
     if not any(series.values()):
         return None
     plt = _pyplot()

@@ -7,7 +7,6 @@ validation pass per projected config); projections are labelled as estimates wit
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,8 +107,8 @@ def _side_by_side(base: TrialRecord | None, best: TrialRecord | None, result: Se
     finals = result.finals
 
     def finals_median(c: TrialRecord) -> str:
-        measured = [v for v in finals.series(c.number) if v is not None] if finals and c.number in finals.trials else []
-        return f"{statistics.median(measured):.2f} (median of {len(measured)})" if measured else "-"
+        median, rounds = finals.median(c.number) if finals else (None, 0)
+        return f"{median:.2f} (median of {rounds})" if median is not None else "-"
 
     row("trial", lambda c: str(c.number))
     row("config", lambda c: knobs_text(c.config))
@@ -220,7 +219,9 @@ def _command(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
     else:
         lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
-    lines += [f"**Warning:** {problem}." for problem in rec.problems()] + ([""] if rec.problems() else [])
+    problems = rec.problems()
+    lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])
+
     gpus = rec.protocol.machine.gpus
 
     if len(gpus) > 1:
@@ -333,7 +334,7 @@ def _projections(
     for r in pair:
         if r is None or not r.result.ok or r.number in out:
             continue
-        rounds = [v for v in finals.series(r.number) if v is not None] if finals and r.number in finals.trials else []
+        median, rounds = finals.median(r.number) if finals else (None, 0)
         val_s = None
         if measure_validation:
             timed = validation_time(study, p, r.config)
@@ -341,8 +342,7 @@ def _projections(
                 val_s = timed.seconds
             else:
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
-        median = statistics.median(rounds) if rounds else None
-        out[r.number] = project(r.result, epochs, val_s, median, len(rounds))
+        out[r.number] = project(r.result, epochs, val_s, median, rounds)
     return out, notes
 
 

@@ -7,7 +7,6 @@ Every form parses back to the recommended knobs (:mod:`speedopt.command`).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,8 +104,7 @@ def recommendation(result: SearchOutcome) -> Recommendation | None:
     chosen = result.recommended
     if chosen is None or result.protocol is None:
         return None
-    rounds = [v for v in result.finals.series(chosen.number) if v is not None] if result.finals else []
+    median, _ = result.finals.median(chosen.number) if result.finals else (None, 0)
     return Recommendation(
-        result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings,
-        statistics.median(rounds) if rounds else None,
+        result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings, median
     )

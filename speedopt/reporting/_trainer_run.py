@@ -70,8 +70,12 @@ def parse_results(text: str) -> list[dict[str, str]]:
 
 
 def cumulative_times(rows: Sequence[dict[str, str]]) -> list[float] | None:
-    """Ultralytics' ``time`` column (seconds from the start of training to each epoch's row), or None without one."""
+    """Ultralytics' ``time`` column (seconds from the start of training to each epoch's row), or None without one
+    (or without any row: nothing says which trainer wrote it)."""
+    if not rows:
+        return None
     try:
+
         return [float(r["time"]) for r in rows]
     except (KeyError, ValueError):
         return None

@@ -9,6 +9,7 @@ finals round resumes), and the recommendation follows :func:`speedopt.speedup.de
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,15 @@ class Finals:
         by_round = {m.round: m.images_per_s for m in self.measured if m.trial == trial}
         return [by_round.get(r) for r in range(self.repeats)]
 
+    def ok_rounds(self, trial: int) -> list[float]:
+        """Images/s of ``trial`` in the rounds it measured ok (empty for a trial not in the finals)."""
+        return [v for v in self.series(trial) if v is not None]
+
+    def median(self, trial: int) -> tuple[float | None, int]:
+        """The median images/s of ``trial`` over its ok rounds, and how many rounds that is."""
+        rounds = self.ok_rounds(trial)
+        return (statistics.median(rounds) if rounds else None), len(rounds)
+
     def speedups(self) -> dict[int, Speedup | None]:
         """Each finalist's paired speedup over the baseline (the baseline itself left out)."""
         base = self.series(self.baseline)
@@ -120,12 +130,14 @@ def run(
     repeats: int,
     measure: Measure,
     min_gain: float = 0.0,
+    begin: Callable[[tuple[int, ...], int], None] = lambda chosen, repeats: None,
     started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
     finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
 ) -> Finals | None:
     """Measure the finalists in ``repeats`` interleaved rounds; resumes stored finals of the same finalists.
 
     None when there is nothing to compare (no baseline measured ok, or no other feasible config).
+    ``begin`` hears the finalists before the first measurement still missing (not at all when none is).
     """
     chosen = finalists(done, count)
     if repeats < 2 or not chosen:
@@ -140,7 +152,10 @@ def run(
         study.set_user_attr(ATTR, finals.to_attr())
 
     by_number = {r.number: r for r in done}
+    if not finals.complete:
+        begin(chosen, repeats)
     for round_ in range(repeats):
+
         for number in chosen:
             if finals.has(round_, number):
                 continue

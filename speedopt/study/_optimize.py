@@ -286,13 +286,7 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
 def _finals(plan: SearchPlan, study: optuna.Study, view: View) -> None:
     """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.study._finals`)."""
     p = plan.protocol
-    done = records(study)
-    chosen = finals_mod.finalists(done, p.finalists)
-    if p.repeats < 2 or not chosen:
-        return
-    view.finals_started(chosen, p.repeats)
     finals_mod.run(
-        study, done, p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view), p.min_gain,
-
-        started=view.repeat_started, finished=view.repeat_finished,
+        study, records(study), p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view),
+        p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
     )

@@ -133,3 +133,17 @@ def test_a_drifting_rate_keeps_the_window_open():
     stats = clock.stats()
     assert stats.steps == 40 and not stats.converged
     assert clock.drift() > 0.05
+
+
+def test_no_statistics_library_runs_between_measured_steps(monkeypatch):
+    # The t quantiles are computed when the clock is built: importing or calling scipy between two steps
+    # would be timed as part of the next step.
+    import sys
+
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=3, max_steps=30, now=now)
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # any import of it now fails
+    with pytest.raises(TrialFinished):
+        for i in range(40):
+            _drive(clock, now, [0.0], [1.6 if i % 2 else 2.4], [4])
+    assert clock.stats().ci_rel is not None
