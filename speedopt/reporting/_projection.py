@@ -100,7 +100,9 @@ def validation_time(
         cache_dir=str(cache_dir()),
         weights=protocol.quality.weights,
     )
-    with no_new_npy(load(protocol.data).val_images if knobs.cache == "disk" else []):
+    ds = load(protocol.data)  # the timing run trains one batch first: its train images get .npy files too
+    with no_new_npy([*ds.train_images, *ds.val_images] if knobs.cache == "disk" else []):
+
         outcome = run_job(job, study.study_name)
 
     timed = outcome.validation()
