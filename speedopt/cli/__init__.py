@@ -42,3 +42,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"speedopt {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the environment, not a bug: permissions, a full disk, a vanished file
+        print(f"speedopt {args.command}: error: {os_problem(exc)}", file=sys.stderr)
+        return 2
+
+
+def os_problem(exc: OSError) -> str:
+    """One line for an operating-system error that reached the top: what failed, on which path, and the fix."""
+    import errno
+
+    where = f" {exc.filename}" if exc.filename else ""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    fixes = {
+        errno.EACCES: "run where you can write, or point the command at a writable folder",
+        errno.EPERM: "run where you can write, or point the command at a writable folder",
+        errno.EROFS: "the filesystem is read-only; point the command at a writable folder",
+        errno.ENOSPC: "free some disk space and run the same command again",
+    }
+    fix = fixes.get(exc.errno or 0)
+    return f"{what}:{where}" + (f"; {fix}" if fix else "")
+
