@@ -73,7 +73,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
     quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
-    quality.add_argument("--quality", default="probe", choices=("probe", "off"), help="off: keep accuracy knobs at the baseline, no probes (default probe)")
+    quality.add_argument(
+        "--quality", default="probe", choices=("probe", "all", "off"),
+        help="probe (default): probe a signature only when its speed could make it the best feasible trial; "
+        "all: probe every signature the search measures (fills the probe cache that later studies reuse); "
+        "off: keep accuracy knobs at the baseline, no probes",
+    )
+
     quality.add_argument("--probe-epochs", type=integer, default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
     quality.add_argument("--probe-fraction", type=float, default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")

@@ -195,7 +195,8 @@ class Judge:
             return Verdict(sig, Feasibility.FEASIBLE, reason=same)
         if sig == signature(self.baseline):
             return Verdict(sig, Feasibility.FEASIBLE, map_loss=0.0, reason="the baseline's own signature")
-        if best_feasible is not None and images_per_s <= best_feasible:
+        if self.policy.lazy and best_feasible is not None and images_per_s <= best_feasible:
+
             why = f"not probed: {images_per_s:.1f} images/s cannot beat the best feasible {best_feasible:.1f}"
             return Verdict(sig, Feasibility.UNPROBED, reason=why)
         ref = self.reference()

@@ -94,7 +94,7 @@ def parse_max_loss(text: str) -> MaxLoss:
 class Policy:
     """How accuracy is judged in a study; stored in its attrs so workers judge alike."""
 
-    mode: str = "probe"  # probe | off
+    mode: str = "probe"  # probe (lazy) | all (every signature) | off
     max_loss: str = defaults.MAX_MAP_LOSS
     epochs: int = defaults.PROBE_EPOCHS
     fraction: float = defaults.PROBE_FRACTION
@@ -111,6 +111,11 @@ class Policy:
 
     @property
     def probing(self) -> bool:
+        return self.mode in ("probe", "all")
+
+    @property
+    def lazy(self) -> bool:
+        """Probe only signatures fast enough to become the best feasible trial (mode ``probe``)."""
         return self.mode == "probe"
 
     @property
@@ -152,8 +157,8 @@ def make_policy(
     timeout_s: float = defaults.PROBE_TIMEOUT_S,
 ) -> Policy:
     """Check the quality options against the dataset; raises UsageError with one line."""
-    if mode not in ("probe", "off"):
-        raise UsageError(f"--quality must be probe or off, got {mode!r}")
+    if mode not in ("probe", "all", "off"):
+        raise UsageError(f"--quality must be probe, all or off, got {mode!r}")
     parse_max_loss(max_loss)
     if mode == "off":
         return Policy(mode="off", max_loss=max_loss)
@@ -168,4 +173,5 @@ def make_policy(
     if not any(label_path(p).is_file() and label_path(p).stat().st_size for p in ds.val_images):
         raise UsageError("the val split has no labels; quality probes need labelled val images (or use --quality off)")
     path, wid = check_weights(weights) if weights else (None, None)
-    return Policy(mode="probe", max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s)
+    return Policy(mode=mode, max_loss=
+max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s)

@@ -32,7 +32,7 @@ class SearchConfig:
     yolov5_dir: str | None = None
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
     ram_limit_gb: float | None = None
-    quality: str = "probe"  # probe | off
+    quality: str = "probe"  # probe | all | off
     max_map_loss: str = defaults.MAX_MAP_LOSS
     probe_epochs: int = defaults.PROBE_EPOCHS
     probe_fraction: float = defaults.PROBE_FRACTION

@@ -73,7 +73,8 @@ def plan(config: SearchConfig) -> SearchPlan:
     listed = space_mod.load_file(config.space_file) if config.space_file else {}
     base, notes = _baseline(config.baseline, {**listed, **fixed}, eng, device)
     mode, off_why = config.quality, "--quality off"
-    if mode == "probe" and not eng.supports_probe:
+    if mode in ("probe", "all") and not eng.supports_probe:
+
         notes.append(f"the {config.engine} engine has no quality probe: quality off, accuracy knobs fixed at the baseline")
         mode, off_why = "off", f"the {config.engine} engine has no quality probe, so quality off"
     policy = make_policy(

@@ -161,3 +161,18 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
         assert (cfg["model"], cfg["imgsz"], cfg["batch"], cfg["freeze"]) == ("yolov5n", 128, 4, 0)
         assert t.user_attrs["probes_run"] == 0 and t.user_attrs["feasible"] is True
     assert "quality off" in done.stdout
+
+
+def test_quality_all_judges_a_config_that_lazy_probing_skips():
+    """``--quality all`` never skips a signature for being slow (fills the probe cache deterministically)."""
+    from speedopt.quality._judge import Reference
+
+    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    slow = Knobs(model="yolov5n", imgsz=96)
+    lazy = quality.Judge(quality.Policy(mode="probe"), target, Knobs(), storage=None, owner="t")
+    assert lazy.verdict(slow, 10.0, best_feasible=50.0).feasibility is quality.Feasibility.UNPROBED
+    assert "not probed" in lazy.verdict(slow, 10.0, best_feasible=50.0).reason
+    every = quality.Judge(quality.Policy(mode="all"), target, Knobs(), storage=None, owner="t")
+    every._reference = Reference(None, None, "no reference in this test")  # stops before a real probe runs
+    verdict = every.verdict(slow, 10.0, best_feasible=50.0)
+    assert verdict.reason == "cannot judge: no reference in this test"  # it went on to judge it
