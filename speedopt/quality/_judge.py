@@ -196,7 +196,6 @@ class Judge:
         if sig == signature(self.baseline):
             return Verdict(sig, Feasibility.FEASIBLE, map_loss=0.0, reason="the baseline's own signature")
         if self.policy.lazy and best_feasible is not None and images_per_s <= best_feasible:
-
             why = f"not probed: {images_per_s:.1f} images/s cannot beat the best feasible {best_feasible:.1f}"
             return Verdict(sig, Feasibility.UNPROBED, reason=why)
         ref = self.reference()
