@@ -56,7 +56,8 @@ def search(config: SearchConfig | str, *, view: View | None = None, **options: A
     """Run (or resume) a search: ``search("data.yaml", trials=10)`` or ``search(SearchConfig(...))``.
 
     ``options`` are the fields of :class:`~speedopt.study.SearchConfig`; ``view`` hears the search's
-    progress (default: silent).
+    progress (default: silent). The only command that creates a storage where none exists. Ctrl-C
+    (``KeyboardInterrupt``) fails the running trial and re-enqueues it: the same call resumes.
     """
     if isinstance(config, str):
         config = SearchConfig(data=config, **options)
@@ -66,8 +67,13 @@ def search(config: SearchConfig | str, *, view: View | None = None, **options: A
 
 
 def worker(storage: str, name: str, *, view: View | None = None) -> SearchOutcome:
-    """Join an existing study (``speedopt worker``) and run its trials until it holds its target."""
-    return study.run(study.plan_for_worker(storage, name), view)
+    """Join an existing study (``speedopt worker``) and run its trials until it holds its target.
+
+    The storage and the study must exist (a worker never creates either); the worker leaves only when
+    the study holds its target or no trial it could still recover is running elsewhere.
+    """
+    with study.storage_errors(storage):
+        return study.run(study.plan_for_worker(storage, name), view)
 
 
 def report(
@@ -84,13 +90,15 @@ def report(
     """
     if epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {epochs}")
-    return reporting.build(study.find_study(storage, name), epochs, Path(out_dir), measure_validation)
+    with study.storage_errors(storage):
+        return reporting.build(study.find_study(storage, name), epochs, Path(out_dir), measure_validation)
 
 
 def best(name: str | None = None, *, storage: str | None = None) -> Recommendation:
     """The recommended config of a study, with its commands; UsageError while there is none."""
-    found = study.find_study(storage, name)
-    rec = reporting.recommend(found)
+    with study.storage_errors(storage):
+        found = study.find_study(storage, name)
+        rec = reporting.recommend(found)
     if rec is None:
         raise UsageError(f"study {found.study_name!r} has no feasible trial measured ok yet")
     return rec
@@ -113,6 +121,7 @@ def verify(
     ``progress`` hears each epoch as the trainer records it; ``on_wait`` that the host lock is busy.
     """
     reporting.check_verify_options(epochs, fraction, timeout_s)  # bad input fails before the storage is opened
-    return reporting.verify(
-        study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress, on_wait=on_wait
-    )
+    with study.storage_errors(storage):
+        return reporting.verify(
+            study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress, on_wait=on_wait
+        )

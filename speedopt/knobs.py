@@ -18,6 +18,24 @@ MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
 CACHE_MODES = ("none", "ram", "disk")
 STRIDE = 32  # YOLOv5 P5 models: the largest stride, so imgsz must be a multiple of it
 MAX_FREEZE = 24  # YOLOv5 has 25 modules (0-9 backbone, 10-23 head, 24 Detect); the Detect layer must train
+# Sane maxima: far above any real run, low enough that a typo (or a hostile space file) cannot make
+# speedopt enumerate or allocate without bound.
+MAX_BATCH = 4096
+MAX_IMGSZ = 8192
+
+
+def max_workers() -> int:
+    """The most dataloader workers a knob may ask for: 4 per CPU core, at least 64 (the trainers cap
+    workers at the core count anyway)."""
+    import os
+
+    return max(64, 4 * (os.cpu_count() or 1))
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so a hostile value cannot flood the one-line error."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -62,7 +80,7 @@ def resolve_model(model: str) -> str:
         if not path.is_file():
             raise UsageError(f"model file not found: {text}; give a local .pt/.yaml file or one of {', '.join(MODEL_SCALES)}")
         return str(path.resolve())
-    raise UsageError(f"unknown model {text!r}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
+    raise UsageError(f"unknown model {shown(text)}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
 
 
 def round_imgsz(imgsz: int) -> tuple[int, str | None]:
@@ -83,8 +101,17 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
     notes: list[str] = []
     if knobs.batch <= 0:
         raise UsageError(f"batch must be a positive integer, got {knobs.batch} (AutoBatch is not a knob; give a size)")
+    if knobs.batch > MAX_BATCH:
+        raise UsageError(f"batch must be at most {MAX_BATCH}, got {knobs.batch}; give a smaller batch")
     if knobs.workers < 0:
         raise UsageError(f"workers must be 0 or more, got {knobs.workers}")
+    if knobs.workers > max_workers():
+        raise UsageError(
+            f"workers must be at most {max_workers()} (4 per CPU core, at least 64), got {knobs.workers}; "
+            "the trainer caps workers at the CPU cores anyway"
+        )
+    if knobs.imgsz > MAX_IMGSZ:
+        raise UsageError(f"imgsz must be at most {MAX_IMGSZ}, got {knobs.imgsz}; give a smaller image size")
     if knobs.cache not in CACHE_MODES:
         raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {knobs.cache!r}")
     if not 0 <= knobs.freeze <= MAX_FREEZE - 1:
@@ -103,7 +130,7 @@ def parse_bool(text: str) -> bool:
         return True
     if value in ("off", "false", "0", "no"):
         return False
-    raise UsageError(f"expected on or off, got {text!r}")
+    raise UsageError(f"expected on or off, got {shown(text)}")
 
 
 def knobs_text(knobs: Knobs) -> str:
@@ -120,7 +147,7 @@ def value_text(value: Any) -> str:
 def parse_value(knob: str, value: Any) -> Any:
     """One knob value from YAML or the command line, checked like a trial's knob."""
     if knob not in KNOB_NAMES:
-        raise UsageError(f"unknown knob {knob!r}; knobs are {', '.join(KNOB_NAMES)}")
+        raise UsageError(f"unknown knob {shown(knob)}; knobs are {', '.join(KNOB_NAMES)}")
     text = str(value).strip()
     if knob == "amp":
         return value if isinstance(value, bool) else parse_bool(text)
@@ -129,7 +156,7 @@ def parse_value(knob: str, value: Any) -> Any:
             return "ram" if value else "none"
         text = {"true": "ram", "false": "none"}.get(text.lower(), text.lower())
         if text not in CACHE_MODES:
-            raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {value!r}")
+            raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {shown(value)}")
         return text
     if knob == "model":
         stem = Path(text).stem.lower()
@@ -139,7 +166,7 @@ def parse_value(knob: str, value: Any) -> Any:
     try:
         number = int(text)
     except ValueError:
-        raise UsageError(f"{knob} must be an integer, got {value!r}") from None
+        raise UsageError(f"{knob} must be an integer, got {shown(value)}") from None
     values: dict[str, Any] = {knob: number}
     checked, _ = validate(dataclasses.replace(Knobs(), **values))
     if knob == "imgsz" and checked.imgsz != number:

@@ -13,7 +13,7 @@ from rich.text import Text
 from speedopt.knobs import Knobs, knobs_text
 from speedopt.measure import TrialResult, phase_text
 from speedopt.quality import Feasibility, Verdict
-from speedopt.study import SearchOutcome, SearchPlan, TrialRecord, View
+from speedopt.study import SearchOutcome, SearchPlan, TrialRecord, View, redact
 
 
 def view_for(console: Console) -> PlainView:
@@ -106,7 +106,7 @@ class PlainView(View):
 
     def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
         self.track.begin(plan, so_far)
-        self._say(f"study {plan.study_name} ({plan.storage_url}): {so_far.complete} of {plan.protocol.trials} trials complete")
+        self._say(f"study {plan.study_name} ({redact(plan.storage_url)}): {so_far.complete} of {plan.protocol.trials} trials complete")
         for note in notes:
             self._say(f"note: {note}")
 

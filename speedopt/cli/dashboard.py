@@ -6,7 +6,8 @@ import argparse
 
 from speedopt import defaults
 from speedopt.cli._options import add_storage, integer, quiet_optuna
-from speedopt.reporting import serve
+from speedopt.reporting import check_address, serve
+from speedopt.study import open_storage, redact
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,8 +25,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_address(args.host, args.port)  # one line before the banner: bad --port/--host, a port in use
     quiet_optuna()
-    where = args.storage or defaults.STORAGE_URL
+    open_storage(args.storage)  # one line before the banner: a storage that does not exist (never created here)
+    where = redact(args.storage or defaults.STORAGE_URL)
     print(f"speedopt dashboard: {where} at http://{args.host}:{args.port}/dashboard (Ctrl+C stops)", flush=True)
     serve(args.storage, args.host, args.port)
     return 0

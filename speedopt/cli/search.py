@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 
 from rich.console import Console
 
@@ -45,11 +47,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         NAME,
         help="run an Optuna study of trials over the speed knobs and recommend the fastest config",
         description="Run an Optuna study (TPE sampler) of short, real training trials over workers, batch, imgsz, "
-        "cache, amp, model and freeze, maximising steady-state images/s. Trial 0 is your baseline (--baseline, "
+        "cache, amp, model and freeze, maximising steady-state images/s. The first trial is your baseline (--baseline, "
         "else the trainer's defaults). Trials that end oom, timeout, infeasible or error are recorded with their "
         "status and reason and count as violating the study's constraint, so the sampler avoids them and they are "
         "never recommended. Re-running the same command resumes the study and runs only the missing trials; "
-        "a search killed mid-trial continues (the interrupted trial is failed and retried). Trials on one host "
+        "a search interrupted (Ctrl-C) or killed mid-trial continues (the interrupted trial is failed and retried "
+        "with the same settings; an interrupted baseline stays the baseline); exit status 130 after Ctrl-C. Trials on one host "
         "never overlap: a host-wide lock serialises them across searches.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -97,7 +100,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compare its epoch time with the prediction; the report gets a Verified section",
     )
     parser.add_argument("--verify-epochs", type=integer, default=2, metavar="E", help="epochs of that run (default 2)")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=resumable(run))
 
     worker = sub.add_parser(
         "worker",
@@ -109,7 +112,23 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_storage(worker, required=True, what="the study's storage URL (e.g. postgresql://user@host/db)")
     add_study(worker, required=True)
-    worker.set_defaults(run=run_worker)
+    worker.set_defaults(run=resumable(run_worker))
+
+
+INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
+
+
+def resumable(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``command`` that answers Ctrl-C with one line and exit 130: the interrupted trial is retried on the rerun."""
+
+    def run_it(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except KeyboardInterrupt:
+            print(f"speedopt {args.command}: interrupted; run the same command to resume", file=sys.stderr)
+            return INTERRUPTED
+
+    return run_it
 
 
 def config_of(args: argparse.Namespace) -> SearchConfig:
@@ -131,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     result = speedopt.search(config, view=view_for(err))
     out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
-    out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()})", highlight=False)
+    out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
     if result.stopped:
         out.print(f"search stopped early: {result.stopped}", highlight=False)
     _print_quality(out, result)
@@ -173,7 +192,7 @@ def run_worker(args: argparse.Namespace) -> int:
     quiet_optuna()
     result = speedopt.worker(args.storage, args.study, view=view_for(Console(stderr=True)))
     target = result.protocol.trials if result.protocol else result.complete
-    print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()})")
+    print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()}){result.failed_text()}")
     return 0
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from speedopt import defaults
 from speedopt.cli._options import add_storage, quiet_optuna
 from speedopt.status import Status
-from speedopt.study import list_studies
+from speedopt.study import list_studies, redact
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     quiet_optuna()
     rows = list_studies(args.storage)
     if not rows:
-        print(f"no studies in {args.storage or defaults.STORAGE_URL}")
+        print(f"no studies in {redact(args.storage or defaults.STORAGE_URL)}")
         return 0
     table = Table("study", "trials", "complete", "ok", "recommended images/s", "speedup (interval)", "data")
     for r in rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from typing import Any
 
 from rich.console import Console
@@ -55,7 +56,18 @@ def _printer(console: Console) -> Any:
     return plain
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (``kill PID``, a scheduler's stop) ends a trial as Ctrl-C does: the trainer's process group is
+    killed, and its temp folder and the .npy files it added are removed before the exit (130)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def run(args: argparse.Namespace) -> int:
+    _interrupt_on_sigterm()
     err = Console(stderr=True)
     knobs = Knobs(
         model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,

@@ -9,12 +9,13 @@ import dataclasses
 import hashlib
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from speedopt.data._root import resolve_root, split_path
+from speedopt.data._yamlfile import read_yaml
 from speedopt.errors import UsageError
 
 IMAGE_SUFFIXES = frozenset({"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"})
@@ -38,36 +39,40 @@ class Dataset:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UsageError(f"data.yaml is not valid YAML{where}: {path}; fix the file or regenerate it") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    data = read_yaml(path, "data.yaml")
     if not isinstance(data, dict):
         raise UsageError(f"data.yaml must be a mapping with train, val and names keys: {path}")
     return data
 
 
-def _split_images(root: Path, entry: object, split: str, yaml_path: Path) -> tuple[Path, ...]:
+def _no_download(data: dict[str, Any]) -> str:
+    """What to add to a "not found" line when the yaml names a download: speedopt never fetches it."""
+    if not data.get("download"):
+        return ""
+    return "; its 'download:' entry is ignored (speedopt never downloads): fetch the dataset first, then run again"
+
+
+def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: str = "") -> tuple[Path, ...]:
     entries = entry if isinstance(entry, list) else [entry]
     images: list[Path] = []
     for item in entries:
         if not isinstance(item, str) or not item:
             raise UsageError(f"'{split}' in {yaml_path} must be a folder, a .txt list of images, or a list of them")
-        path = Path(item) if Path(item).is_absolute() else root / item
+        if "\0" in item:
+            raise UsageError(f"'{split}' in {yaml_path} contains a NUL byte; fix the file")
+        path = split_path(root, item) if isinstance(entry, str) else root / item
         if path.is_dir():
             images += [p for p in path.rglob("*") if p.suffix[1:].lower() in IMAGE_SUFFIXES]
         elif path.is_file() and path.suffix == ".txt":
-            for line in path.read_text().splitlines():
+            for line in path.read_text(errors="replace").splitlines():
                 line = line.strip()
-                if line:
+                if line and "\0" not in line:  # a NUL byte cannot be in a path: not an image entry
                     p = Path(line) if Path(line).is_absolute() else path.parent / line
                     images.append(p)
         else:
-            raise UsageError(f"{split} images folder does not exist: {path} (from {yaml_path}); fix '{split}' or 'path'")
+            raise UsageError(
+                f"{split} images folder does not exist: {path} (from {yaml_path}); fix '{split}' or 'path'{hint}"
+            )
     if not images:
         raise UsageError(f"no images in the {split} split ({', '.join(map(str, entries))} under {root}); add images or fix '{split}'")
     return tuple(sorted(images))
@@ -95,39 +100,103 @@ def load(yaml_path: str | os.PathLike[str]) -> Dataset:
         raise UsageError(f"{path} lacks {', '.join(missing)}; a YOLO data.yaml needs train, val and names")
     names = data["names"]
     if isinstance(names, dict):
-        names = [names[k] for k in sorted(names)]
+        try:
+            names = [names[k] for k in sorted(names, key=int)]
+        except (TypeError, ValueError):
+            raise UsageError(f"'names' in {path} maps class indices 0, 1, ... to names; its keys must be integers") from None
     if not isinstance(names, list) or not names:
         raise UsageError(f"'names' in {path} must be a non-empty list or mapping of class names")
-    root = Path(str(data.get("path") or path.parent)).expanduser()
-    if not root.is_absolute():
-        root = (Path.cwd() / root) if (Path.cwd() / root).is_dir() else (path.parent / root)
+    if "\0" in str(data.get("path") or ""):
+        raise UsageError(f"'path' in {path} contains a NUL byte; fix the file")
+    root, looked = resolve_root(data, path)
+    hint = _no_download(data)
     if not root.is_dir():
-        raise UsageError(f"dataset root 'path: {data.get('path')}' in {path} does not exist; make it an absolute path")
-    train = _split_images(root, data["train"], "train", path)
-    val = _split_images(root, data["val"], "val", path)
+        where = " nor ".join(str(p) for p in looked)
+        raise UsageError(
+            f"dataset root 'path: {data.get('path')}' in {path} does not exist: not at {where} (a relative path is read "
+            f"against the working directory, then Ultralytics' datasets_dir); make 'path' absolute{hint}"
+        )
+    train = _split_images(root, data["train"], "train", path, hint)
+    val = _split_images(root, data["val"], "val", path, hint)
     if not any(label_path(p).is_file() for p in train[:: max(1, len(train) // 50)] + train[:1]):
         raise UsageError(f"no label files found for the train images (expected {label_path(train[0])}); a detector needs labels")
     return Dataset(yaml_path=path, names=tuple(str(n) for n in names), train_images=train, val_images=val, root=root.resolve())
 
 
+@dataclass(frozen=True)
+class SampledSizes:
+    """Image sizes (width, height) read from a random sample's headers, and the sampled files that no
+    image reader could open (0-byte, truncated before the header, not an image): the trainers skip
+    those as corrupt, so speedopt does too, and says how many."""
+
+    sizes: tuple[tuple[int, int], ...]
+    unreadable: tuple[Path, ...]
+    tried: int
+
+
+def _size(image: Path) -> tuple[int, int] | None:
+    """An image's (width, height) from its header, or None when it cannot be read as an image."""
+    from PIL import Image
+
+    try:
+        with Image.open(image) as im:
+            w, h = im.size
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return None
+    return (int(w), int(h)) if w > 0 and h > 0 else None
+
+
+def _draws(count: int, sample: int, seed: int, extra: int) -> Iterator[int]:
+    """Indices to try: the ``sample`` that ``random.Random(seed).sample`` picks (so a clean dataset is
+    sampled, and fingerprinted, as before), then up to ``extra`` further distinct random ones."""
+    rng = random.Random(seed)
+    first = rng.sample(range(count), min(sample, count))
+    yield from first
+    seen = set(first)
+    for _ in range(min(extra, count - len(seen))):
+        index = rng.randrange(count)
+        while index in seen:
+            index = rng.randrange(count)
+        seen.add(index)
+        yield index
+
+
+def sample_sizes(images: tuple[Path, ...], sample: int = 30, seed: int = 0) -> SampledSizes:
+    """Header sizes of up to ``sample`` readable images drawn at random. An unreadable one is skipped and
+    another drawn (up to ``3 * sample`` more), so a few corrupt files do not shrink the sample; one line
+    when none of them is readable."""
+    sizes: list[tuple[int, int]] = []
+    bad: list[Path] = []
+    for index in _draws(len(images), sample, seed, extra=3 * sample):
+        if len(sizes) >= sample:
+            break
+        size = _size(images[index])
+        if size is None:
+            bad.append(images[index])
+        else:
+            sizes.append(size)
+    if not sizes and images:
+        raise UsageError(
+            f"none of the {len(bad)} train images tried can be read (e.g. {bad[0]}: empty, truncated or not an "
+            "image); fix or replace the image files"
+        )
+    return SampledSizes(tuple(sizes), tuple(bad), len(sizes) + len(bad))
+
+
 def estimate_ram_cache_bytes(images: tuple[Path, ...], imgsz: int, sample: int = 30, seed: int = 0) -> int:
     """Estimate the RAM a ``cache=ram`` run needs for these images at imgsz, as the trainers do.
 
-    Sample ``sample`` images, sum ``h*w*3*ratio**2`` with ``ratio = imgsz / max(h, w)`` (images are
-    resized so the long side is imgsz before caching), and scale to the whole list. Reads image
-    headers only (PIL opens lazily), so it is fast even on large datasets.
+    Sample ``sample`` readable images, sum ``h*w*3*ratio**2`` with ``ratio = imgsz / max(h, w)``
+    (images are resized so the long side is imgsz before caching), and scale to the share of the
+    list that is readable (the trainer caches only images it can read). Reads image headers only
+    (PIL opens lazily), so it is fast even on large datasets.
     """
-    from PIL import Image
-
-    rng = random.Random(seed)
-    chosen = rng.sample(list(images), min(sample, len(images)))
+    seen = sample_sizes(images, sample, seed)
     total = 0
-    for image in chosen:
-        with Image.open(image) as im:
-            w, h = im.size
+    for w, h in seen.sizes:
         ratio = imgsz / max(h, w)
         total += int(h * w * 3 * ratio * ratio)
-    return int(total * len(images) / max(1, len(chosen)))
+    return int(total * len(images) / max(1, seen.tried))
 
 
 @dataclass(frozen=True)
@@ -142,6 +211,16 @@ class DatasetFingerprint:
     mean_height: int
     train_bytes: int
     id: str
+    unreadable: int = 0  # train images found unreadable (every empty file, and those in the sample)
+
+    def notes(self) -> tuple[str, ...]:
+        """What a search should say about the dataset: the unreadable images it skips, if any."""
+        if not self.unreadable:
+            return ()
+        return (
+            f"skipped {self.unreadable} unreadable train image(s) (empty, truncated or not an image) in the size "
+            "sample and fingerprint; the trainer skips them too (its log says 'ignoring corrupt image')",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -153,22 +232,19 @@ class DatasetFingerprint:
 
 
 def fingerprint(ds: Dataset, sample: int = 30, seed: int = 0) -> DatasetFingerprint:
-    """Counts, mean image size (from ``sample`` images' headers) and total bytes of every train file."""
-    from PIL import Image
-
-    rng = random.Random(seed)
-    chosen = rng.sample(list(ds.train_images), min(sample, len(ds.train_images)))
-    sizes = []
-    for image in chosen:
-        with Image.open(image) as im:
-            sizes.append(im.size)
+    """Counts, mean image size (from ``sample`` readable images' headers) and total bytes of every train
+    file; ``unreadable`` counts the empty train files and the sampled ones that are not images (the
+    trainer skips both), and is left out of ``id`` (it describes damage, not the dataset)."""
+    seen = sample_sizes(ds.train_images, sample, seed)
+    sizes = [p.stat().st_size for p in ds.train_images]
+    empty = {p for p, size in zip(ds.train_images, sizes) if size == 0}
     figures = {
         "train_images": len(ds.train_images),
         "val_images": len(ds.val_images),
         "classes": len(ds.names),
-        "mean_width": round(sum(w for w, _ in sizes) / len(sizes)),
-        "mean_height": round(sum(h for _, h in sizes) / len(sizes)),
-        "train_bytes": sum(p.stat().st_size for p in ds.train_images),
+        "mean_width": round(sum(w for w, _ in seen.sizes) / len(seen.sizes)),
+        "mean_height": round(sum(h for _, h in seen.sizes) / len(seen.sizes)),
+        "train_bytes": sum(sizes),
     }
     digest = hashlib.sha256(repr(sorted(figures.items())).encode()).hexdigest()[:8]
-    return DatasetFingerprint(**figures, id=digest)
+    return DatasetFingerprint(**figures, id=digest, unreadable=len(empty | set(seen.unreadable)))

@@ -19,6 +19,8 @@ from speedopt.errors import UsageError
 CLASSES = ("circle", "square", "triangle")
 MARKER = ".speedopt-demo"  # marks a folder this module wrote, so it may be rewritten
 FORMATS = ("jpg", "png")
+MAX_SIDE = 8192  # the largest imgsz a knob may take: a larger demo image only wastes memory and disk
+MAX_IMAGES = 1_000_000  # per split: a demo set, not a benchmark of the disk
 
 
 
@@ -42,6 +44,8 @@ def parse_size(text: str) -> tuple[int, int]:
         raise UsageError(f"--size must look like 640x480, got {text!r}") from None
     if w < 32 or h < 32:
         raise UsageError(f"--size must be at least 32x32, got {text!r}")
+    if w > MAX_SIDE or h > MAX_SIDE:
+        raise UsageError(f"--size must be at most {MAX_SIDE}x{MAX_SIDE}, got {text!r}; give a smaller size")
     return w, h
 
 
@@ -91,12 +95,33 @@ def _prepare_folder(root: Path) -> None:
 
 
 def generate(root: str | Path, spec: DemoSpec = DemoSpec()) -> Path:
-    """Write the dataset under ``root`` and return the absolute path of its data.yaml."""
+    """Write the dataset under ``root`` and return the absolute path of its data.yaml.
+
+    A folder that cannot be written (no permission, read-only, full disk) is one line naming it and the fix.
+    """
     if spec.train < 1 or spec.val < 1:
         raise UsageError(f"--train and --val must be at least 1, got {spec.train} and {spec.val}")
+    if spec.train > MAX_IMAGES or spec.val > MAX_IMAGES:
+        raise UsageError(f"--train and --val must be at most {MAX_IMAGES:,}, got {spec.train} and {spec.val}")
     if spec.format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {spec.format!r}")
+    parse_size(f"{spec.width}x{spec.height}")
     root = Path(root).expanduser().resolve()
+    fresh = not root.exists()
+    try:
+        return _write(root, spec)
+    except OSError as exc:
+        if fresh:  # a half-written set that this call started is not left behind
+            shutil.rmtree(root, ignore_errors=True)
+        where = exc.filename or root
+        raise UsageError(
+            f"cannot write the demo dataset at {where}: {exc.strerror or exc}; "
+            "give a folder you can write: speedopt demo-data PATH"
+        ) from None
+
+
+def _write(root: Path, spec: DemoSpec) -> Path:
+    """Write every image, label and the data.yaml under ``root`` (checked by :func:`generate`)."""
     _prepare_folder(root)
     root.mkdir(parents=True, exist_ok=True)
     (root / MARKER).write_text("written by speedopt demo-data; safe to delete or regenerate\n")

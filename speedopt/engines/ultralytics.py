@@ -15,6 +15,11 @@ and :func:`_patch_trainer` (one trainer instance):
 - ``trainer.preprocess_batch`` -> counts the images of each batch (the last batch may be short);
 - ``trainer.validate`` -> timed (the projection's validation pass);
 - ``trainer.final_eval`` -> nothing, in probes (it validates best.pt, the same weights, again).
+
+A trial's window crosses an epoch end when the train set holds fewer images than its batches: the
+trainer then runs its epoch-end work (scheduler, EMA attributes, a new pass of the loader; with
+``val=False`` no validation before the final epoch, with ``save=False`` no checkpoint) and the step
+clock counts it in the next step, as waiting for data (see :class:`~speedopt.measure.StepClock`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from speedopt.data import resolution_env, write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
 from speedopt.engines._common import frozen_prefix, model_argument, package_version, sync, timed, workers_note
 from speedopt.knobs import MODEL_SCALES, Knobs
@@ -96,14 +102,19 @@ class UltralyticsEngine(Engine):
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
-        # off telemetry and integrations (an installed mlflow would otherwise log every trial).
-        return {"YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config")}
+        # off telemetry and integrations (an installed mlflow would otherwise log every trial). Called in
+        # the parent: the trial reads data.yaml against the user's working directory and datasets_dir.
+        return {"YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config"), **resolution_env()}
 
     def prepare(self, cache_dir: Path) -> None:
         from ultralytics.utils import SETTINGS, USER_CONFIG_DIR
 
         place_font(Path(USER_CONFIG_DIR))  # check_det_dataset() wants Arial.ttf and would download it
-        wanted = {"sync": False, **dict.fromkeys(_INTEGRATIONS, False)}
+        # datasets_dir: the private settings were created in some trial's temporary folder and would keep
+        # it; trials hand the trainer an absolute data.yaml (_trainer_data), so nothing reads it, but
+        # nothing may recreate a folder in the temp dir through it either.
+        datasets = str(cache_dir / "ultralytics-datasets")
+        wanted = {"sync": False, "datasets_dir": datasets, **dict.fromkeys(_INTEGRATIONS, False)}
         if any(SETTINGS.get(k) != v for k, v in wanted.items()):
             SETTINGS.update(wanted)
 
@@ -139,10 +150,10 @@ class UltralyticsEngine(Engine):
             seen["as_run"] = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
             if knobs.cache != "none" and dataset.cache != knobs.cache:
-                raise TrialRejected(
-                    Status.INFEASIBLE,
-                    f"cache={knobs.cache} does not fit here: the trainer dropped it (not enough free RAM/disk)",
+                why = "its RAM check found too little free RAM" if knobs.cache == "ram" else (
+                    "its disk check found an image folder not writable, or too little free disk"
                 )
+                raise TrialRejected(Status.INFEASIBLE, f"cache={knobs.cache} does not fit here: the trainer dropped it ({why})")
 
         def batch_start(trainer: Any) -> None:
             if trainer.batch_size != knobs.batch:
@@ -182,12 +193,20 @@ class UltralyticsEngine(Engine):
         )
 
 
+def _trainer_data(data_yaml: str, workdir: Path) -> str:
+    """The data.yaml the trainer reads: the user's, resolved as their own `yolo` run resolves it (working
+    directory, then datasets_dir: see speedopt.data), with every path absolute and no ``download:``,
+    written in the trial's private folder. The trial's temporary working directory and private
+    settings then cannot send the trainer elsewhere, or to a download."""
+    return str(write_trainer_yaml(data_yaml, workdir))
+
+
 def _train_overrides(run: TrainRun) -> dict[str, Any]:
     """The trainer's arguments for a speed trial: the knobs, the full run's schedule, nothing saved."""
     knobs = run.knobs
     return {
         "model": model_argument(knobs.model),
-        "data": run.data_yaml,
+        "data": _trainer_data(run.data_yaml, run.workdir),
         "imgsz": knobs.imgsz,
         "batch": knobs.batch,
         "workers": knobs.workers,
@@ -218,7 +237,7 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
     overrides = {
         "model": model_argument(knobs.model),
         "pretrained": run.weights or False,
-        "data": run.data_yaml,
+        "data": _trainer_data(run.data_yaml, run.workdir),
         "imgsz": knobs.imgsz,
         "batch": knobs.batch,
         "workers": knobs.workers,

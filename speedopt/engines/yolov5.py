@@ -27,7 +27,9 @@ Patches, all applied inside the job process only, to train.py's own namespace in
 - ``attempt_download_from_hub`` (the yolov5 package) -> nothing (asks the Hugging Face hub for --weights);
 - ``create_dataloader`` -> wrapped, to read back the train loader and dataset it built;
 - ``validate.run`` -> timed, in validation-timing jobs; instant with zero scores in speed trials, whose
-  window may cross an epoch end (see :func:`_no_validation`);
+  window may cross an epoch end (see :func:`_no_validation`): the rest of train.py's epoch-end work
+  (scheduler, EMA attributes, the loader's next pass) then lands in the next step, counted as waiting
+  for data (see :class:`~speedopt.measure.StepClock`);
 
 - ``numpy.trapz`` -> ``numpy.trapezoid`` where NumPy 2.4 removed it (the classic metrics call it).
 """
@@ -40,7 +42,7 @@ import importlib
 import inspect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -192,8 +194,18 @@ class Yolov5Engine(Engine):
         _patch_module(module, seen)
         return module
 
+    @contextlib.contextmanager
+    def _training(self, seen: dict[str, Any]) -> Iterator[None]:
+        """train.py runs in the block; its stop (TrialFinished) ends it, and its loaders' workers are shut down."""
+        try:
+            with contextlib.suppress(TrialFinished):
+                yield
+        finally:
+            _close_loaders(seen)
+
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
-        module = self._patched({})
+        seen: dict[str, Any] = {}
+        module = self._patched(seen)
         scores: dict[str, float] = {}
 
         def epoch_end(epoch: int) -> None:
@@ -209,7 +221,7 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_epoch_end", name="speedopt", callback=epoch_end)
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=fit_epoch_end)
         images = _probe_images(run)
-        with contextlib.suppress(TrialFinished):
+        with self._training(seen):
             # No --noval: the yolov5 package's train.py fails after a non-final epoch without validation
             # (an unset local), so probes validate every epoch, as a user's own run does by default.
             self._run_train_py(module, _as_train_run(run, images), callbacks, ["--name", "probe", "--nosave"])
@@ -217,7 +229,8 @@ class Yolov5Engine(Engine):
 
     def time_validation(self, run: ProbeRun) -> tuple[float, int]:
         # One epoch on one batch, then the validation train.py runs at each epoch's end, timed.
-        module = self._patched({})
+        seen: dict[str, Any] = {}
+        module = self._patched(seen)
         spent: list[float] = []
 
         def stop(*_: Any) -> None:
@@ -227,7 +240,7 @@ class Yolov5Engine(Engine):
         callbacks = module.Callbacks()
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=stop)
         one_batch = dataclasses.replace(run, epochs=1)
-        with contextlib.suppress(TrialFinished):
+        with self._training(seen):
             self._run_train_py(module, _as_train_run(one_batch, run.knobs.batch), callbacks, ["--name", "val", "--noval", "--nosave"])
         return spent[0], len(load(run.data_yaml).val_images)
 
@@ -264,7 +277,7 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
         callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
         module.validate.run = _no_validation(module.validate.run)
-        with contextlib.suppress(TrialFinished):
+        with self._training(seen):
             self._run_train_py(module, run, callbacks, ["--name", "train", "--nosave"])
         as_run: Knobs = seen["as_run"]
         notes = workers_note(knobs.workers, as_run.workers, "train.py caps workers at the CPU cores and at the batch size")
@@ -276,6 +289,19 @@ def _torch_loads_weights_only() -> bool:
     version = package_version("torch") or "0"
     major, minor = (int(part) for part in re.findall(r"\d+", version)[:2])
     return (major, minor) >= (2, 6)
+
+
+def _close_loaders(seen: dict[str, Any]) -> None:
+    """Shut down the workers of every loader train.py built (its loaders start them at creation).
+
+    A worker that is shut down exits cleanly and removes its temp files (multiprocessing's ``pymp-*``
+    folder, made for passing tensors); one killed with the job's process group would leave them.
+    """
+    for loader in seen.get("loaders", ()):
+        shutdown = getattr(getattr(loader, "iterator", None), "_shutdown_workers", None)
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()
 
 
 def _no_validation(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -317,7 +343,7 @@ def _patch_module(module: Any, seen: dict[str, Any]) -> None:
     """Every patch of this engine (see the module docstring), applied to train.py's own namespace.
 
     ``seen`` gets what the patched functions observe: ``amp`` (what check_amp chose), ``loader`` and
-    ``dataset`` (the train loader train.py built).
+    ``dataset`` (the train loader train.py built), ``loaders`` (every loader, for :func:`_close_loaders`).
     """
     import numpy as np
 
@@ -339,6 +365,7 @@ def _patch_module(module: Any, seen: dict[str, Any]) -> None:
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         loader, dataset = create_dataloader(*args, **kwargs)
+        seen.setdefault("loaders", []).append(loader)
         if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
             seen["loader"], seen["dataset"] = loader, dataset
         return loader, dataset

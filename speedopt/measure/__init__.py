@@ -9,15 +9,18 @@ from speedopt.measure._checks import (
     adjust_to_device,
     check_protocol,
     checkout_path,
+    disk_cache_refusal,
     installed_engine,
+    positive,
     ram_available,
     ram_cache_need,
     ram_cache_refusal,
     ram_limit_bytes,
 )
 from speedopt.measure._clock import StepClock, StepStats
-from speedopt.measure._hostlock import lock_path, measuring
+from speedopt.measure._hostlock import check_lock, lock_path, measuring
 from speedopt.measure._jobs import Job, JobOutcome, ProbeJob, ValidateJob, ValidationTime
+from speedopt.measure._leftovers import private_folder, remove_private_folder, state_dir, sweep
 from speedopt.measure._request import TrialRequest, prepare
 from speedopt.measure._result import TrialResult
 from speedopt.measure._run import no_new_npy, run_trial, unmeasured
@@ -37,19 +40,26 @@ __all__ = [
     "ValidateJob",
     "ValidationTime",
     "adjust_to_device",
+    "check_lock",
     "check_protocol",
     "checkout_path",
+    "disk_cache_refusal",
     "installed_engine",
     "lock_path",
     "phase_text",
     "measuring",
+    "positive",
     "prepare",
+    "private_folder",
     "ram_available",
     "ram_cache_need",
     "ram_cache_refusal",
     "ram_limit_bytes",
+    "remove_private_folder",
     "run_job",
     "no_new_npy",
     "run_trial",
+    "state_dir",
+    "sweep",
     "unmeasured",
 ]

@@ -7,6 +7,8 @@ bad input never reaches a child process or a storage.
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from pathlib import Path
 
 import psutil
@@ -28,8 +30,18 @@ def check_protocol(
         raise UsageError(f"--max-steps must be at least --steps ({steps}), got {max_steps}")
     if warmup < 1:
         raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
-    if timeout_s <= 0:
-        raise UsageError(f"{timeout_flag} must be positive seconds, got {timeout_s:g}")
+    positive(timeout_s, timeout_flag, "seconds")
+
+
+def positive(value: float, flag: str, unit: str) -> float:
+    """``value`` when it is a finite number above 0; else UsageError naming ``flag``.
+
+    The one check of every duration and size option (trial, search, probe): ``nan`` compares false
+    with everything, so a plain ``<= 0`` test lets it through, and a timeout of nan or inf never fires.
+    """
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be a positive, finite number of {unit}, got {value:g}")
+    return value
 
 
 def installed_engine(name: str, yolov5_dir: str | None) -> Engine:
@@ -64,9 +76,7 @@ def ram_limit_bytes(gib: float | None) -> int | None:
     """``--ram-limit`` in bytes (None: what is free)."""
     if gib is None:
         return None
-    if gib <= 0:
-        raise UsageError(f"--ram-limit must be positive GiB, got {gib:g}")
-    return int(gib * 2**30)
+    return int(positive(gib, "--ram-limit", "GiB") * 2**30)
 
 
 def ram_available(limit_bytes: int | None) -> int:
@@ -91,3 +101,18 @@ def ram_cache_refusal(ds: Dataset, imgsz: int, limit_bytes: int | None) -> str |
         f"but only {free / 2**30:.1f} GiB is available"
         + (" (--ram-limit)" if limit_bytes is not None and free == limit_bytes else "")
     )
+
+
+def disk_cache_refusal(images: list[Path]) -> str | None:
+    """Why cache=disk cannot run on these images (None when it can): a ``.npy`` goes beside each image.
+
+    Both trainers skip the disk cache, with a warning only, where the image folder is not writable;
+    a trial would then measure no cache and call it cache=disk.
+    """
+    for folder in sorted({p.parent for p in images}):
+        if not os.access(folder, os.W_OK):
+            return (
+                f"cache=disk writes a .npy file beside each image, but the dataset folder {folder} is not writable; "
+                "make it writable, or use cache=ram or cache=none"
+            )
+    return None

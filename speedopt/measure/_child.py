@@ -21,7 +21,7 @@ from speedopt.engines import Engine, ProbeRun, TrainRun
 from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import Job, ProbeJob, ValidateJob, job_from_json
 from speedopt.measure._request import TrialRequest
-from speedopt.measure._runner import write_json
+from speedopt.measure._runner import PARENT_ENV, write_json
 from speedopt.measure._telemetry import Sampler
 from speedopt.offline import forbid_network
 from speedopt.status import Status, status_of
@@ -123,8 +123,12 @@ def _peak_gpu_mb(device: str) -> float | None:
 
 
 def _die_with_parent() -> None:
-    """Kill this process group when the parent goes (even by SIGKILL): no trial outlives its search."""
-    parent = os.getppid()
+    """Kill this process group when the parent goes (even by SIGKILL): no trial outlives its search.
+
+    The parent is the pid the runner passed (``SPEEDOPT_PARENT_PID``), not whoever is the parent
+    now: a parent killed while this process was still importing must not leave it running orphaned.
+    """
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     def watch() -> None:
         while True:

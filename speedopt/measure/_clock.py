@@ -73,6 +73,14 @@ class StepClock:
     whose queue never empties is compute-bound and the queue holds no bias (warm-up stops at
     ``warmup + 3 * queued`` batches). Then the window adapts: at least ``steps`` steps, and on until the
     90% confidence interval of the mean step time is within +/-``target`` of it, or ``max_steps``.
+
+    Epoch ends are part of the window, as they are part of a real run. The trainer's epoch-end work
+    (scheduler step, EMA attributes, the loader's next pass; trials validate instantly and save no
+    checkpoint) runs between one step's end and the next batch's arrival, so it lands in the next
+    step's interval, counted as waiting for data. A trial trains on a subset just big enough for its
+    batches, so its window crosses an epoch end only when the whole train set is smaller than that,
+    and then once per epoch of batches, as the full run does. Validation, which the real run pays at
+    each epoch end too, is timed separately for the report's projection.
     """
 
     def __init__(

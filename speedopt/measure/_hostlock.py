@@ -1,11 +1,21 @@
 """A host-wide lock so that no two trials on one machine are measured at the same time.
 
 Two searches (or workers) on one host would otherwise share CPU cores, disk and GPU and corrupt
-each other's numbers. The lock is an ``flock`` on a file in the system temp folder: the kernel
-releases it when its holder dies, even by SIGKILL, so a crashed search never blocks the next one.
+each other's numbers. The lock is an ``flock`` on a file: the kernel releases it when its holder
+dies, even by SIGKILL, so a crashed search never blocks the next one.
+
+The file lives in a folder of the user's own in the system temp folder (``speedopt-lock-<uid>``,
+mode 0700, checked by :func:`~speedopt.measure._private.owned_dir`) and is opened without following
+links: in the shared temp folder another local user could otherwise plant a link at the lock's path
+and make speedopt overwrite the link's target. The price: the lock serialises one user's trials;
+two users measuring on one host at once are not kept apart (a lock that other users could create
+first would be a lock they control).
 
 ``SPEEDOPT_HOST_LOCK`` names another lock file, read at each use: the tests point it at a private
 file so they never queue behind (or block) a real search on the same host.
+
+The lock is re-entrant within a thread: a trial holds it across its whole measurement (its disk
+cache snapshot and clean-up included) while the job runner inside asks for it again.
 """
 
 from __future__ import annotations
@@ -15,42 +25,110 @@ import fcntl
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
+
+from speedopt.measure._private import open_private, owned_dir
+
 LOCK_ENV = "SPEEDOPT_HOST_LOCK"
+_FIX = f"set {LOCK_ENV} to a lock file of yours"
+_held = threading.local()
 
 
 def lock_path() -> Path:
-    """The lock file shared by every speedopt process on this host (``SPEEDOPT_HOST_LOCK`` overrides it)."""
+    """The lock file shared by every speedopt process of this user on this host (``SPEEDOPT_HOST_LOCK`` overrides it)."""
     override = os.environ.get(LOCK_ENV)
-    return Path(override) if override else Path(tempfile.gettempdir()) / "speedopt-measure.lock"
+    if override:
+        return Path(override)
+    return Path(tempfile.gettempdir()) / f"speedopt-lock-{os.getuid()}" / "measure.lock"
 
 
-def _holder(fd: int) -> str:
+def _open_lock() -> int:
+    path = lock_path()
+    if not os.environ.get(LOCK_ENV):
+        owned_dir(path.parent, _FIX)
+    return open_private(path, fix=f"remove it, or {_FIX}")
+
+
+def check_lock() -> Path:
+    """The lock file, checked (and created) before anything runs: a planted link or a folder of someone
+    else's is refused with one line at once, not after the trial's set-up."""
+    os.close(_open_lock())
+    return lock_path()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, ValueError):
+        return False
+
+
+def _recorded(fd: int) -> tuple[int | None, str]:
     try:
         data = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
     except (OSError, ValueError):
-        return "another speedopt process"
-    return f"pid {data.get('pid', '?')} (study {data.get('study', '?')})"
+        return None, "?"
+    pid = data.get("pid") if isinstance(data, dict) else None
+    study = data.get("study", "?") if isinstance(data, dict) else "?"
+    return (pid if isinstance(pid, int) else None), str(study)
+
+
+def holder_text(fd: int, settle_s: float = 0.5) -> str:
+    """Who holds the lock, honestly: the process it names when that one runs, else what is known.
+
+    A new holder records itself just after it takes the lock, so a record naming an exited process
+    is re-read for ``settle_s`` before it is reported as stale.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        pid, study = _recorded(fd)
+        if pid is not None and _alive(pid):
+            return f"held by pid {pid} (study {study})"
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if pid is None:
+        return "held by a process that did not record itself"
+    return (
+        f"held by a process that did not record itself (the lock names pid {pid}, study {study}, "
+        "which is no longer running)"
+    )
 
 
 @contextlib.contextmanager
 def measuring(owner: str, on_wait: Callable[[str], None] | None = None) -> Iterator[float]:
-    """Hold the host lock for one measurement; yields the seconds spent waiting for it."""
-    fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold the host lock for one measurement; yields the seconds spent waiting for it.
+
+    Inside a ``measuring`` block of the same thread, another one holds nothing more and yields 0.
+    """
+    if getattr(_held, "depth", 0):
+        _held.depth += 1
+        try:
+            yield 0.0
+        finally:
+            _held.depth -= 1
+        return
+    fd = _open_lock()
     try:
         started = time.monotonic()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if on_wait:
-                on_wait(f"waiting for the host measurement lock held by {_holder(fd)}: trials on one host never overlap")
+                on_wait(f"waiting for the host measurement lock {holder_text(fd)}: trials on one host never overlap")
             fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "study": owner}).encode(), 0)
-        yield time.monotonic() - started
+        _held.depth = 1
+        try:
+            yield time.monotonic() - started
+        finally:
+            _held.depth = 0
     finally:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)

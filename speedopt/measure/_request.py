@@ -15,9 +15,12 @@ from speedopt.measure._checks import (
     adjust_to_device,
     check_protocol,
     checkout_path,
+    disk_cache_refusal,
     installed_engine,
     ram_cache_refusal,
 )
+from speedopt.measure._hostlock import check_lock
+from speedopt.measure._leftovers import manifest_dir
 from speedopt.offline import cache_dir
 
 
@@ -70,6 +73,7 @@ def prepare(
     ``max_steps`` (default: defaults.MAX_STEPS_FACTOR x ``steps``) bounds the adaptive window.
     """
     check_protocol(steps, warmup, timeout_s, max_steps=max_steps)
+    check_lock()
     most = defaults.max_steps(steps, max_steps)
     eng = installed_engine(engine, yolov5_dir)
     ds = load(data)
@@ -83,7 +87,12 @@ def prepare(
     images = min(total, batches * knobs.batch)
     if images < total:
         notes.append(f"trains on {images} of {total} images: enough for {batches} batches of {knobs.batch}")
-    infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes) if knobs.cache == "ram" else None
+    infeasible = None
+    if knobs.cache == "ram":
+        infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes)
+    elif knobs.cache == "disk":
+        manifest_dir()  # where the .npy files it may add are recorded: checked now, not after the set-up
+        infeasible = disk_cache_refusal([*ds.train_images[:images], *ds.val_images])
     return TrialRequest(
         data_yaml=str(ds.yaml_path),
         knobs=knobs,

@@ -2,7 +2,9 @@
 
 The trainer reads an existing ``.npy`` beside an image in *every* cache mode, so disk-cache files a
 ``cache=disk`` trial adds would speed up later trials unfairly: they are removed afterwards (files the
-user already had are never touched).
+user already had are never touched). They are listed in a manifest outside the dataset before the
+trainer can write them, so a trial killed before its clean-up has them removed by the next start's
+sweep (:mod:`speedopt.measure._leftovers`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any
 from speedopt import engines
 from speedopt.data import load
 from speedopt.knobs import Knobs
+from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import JobOutcome
+from speedopt.measure._leftovers import npy_manifest, recorded_npy, sweep
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
 from speedopt.measure._runner import Progress, run_job
@@ -33,21 +37,29 @@ def run_trial(
     if request.infeasible:
         return unmeasured(request, Status.INFEASIBLE, request.infeasible)
     images = _images(request) if request.knobs.cache == "disk" else []
-    with no_new_npy(images):
+    # The host lock spans the snapshot and the clean-up too: no other trial of this user writes .npy files meanwhile.
+    with measuring(owner, on_wait=on_wait), no_new_npy(images):
         outcome = run_job(request, owner, progress, on_wait)
     return _result(request, outcome)
 
 
 @contextlib.contextmanager
 def no_new_npy(images: Sequence[Path]) -> Iterator[None]:
-    """Remove the disk-cache files (``.npy`` beside ``images``) that the body adds; the user's own stay."""
-    before = {p.with_suffix(".npy") for p in images if p.with_suffix(".npy").exists()}
-    try:
-        yield
-    finally:
-        for image in images:
-            npy = image.with_suffix(".npy")
-            if npy not in before:
+    """Remove the disk-cache files (``.npy`` beside ``images``) that the body adds; the user's own stay.
+
+    First the sweep removes what dead trials left; a file another trial's manifest lists is a trial's,
+    not the user's. What the body may add is recorded (:func:`npy_manifest`) before it runs.
+    """
+    sweep()
+    trials = recorded_npy()
+    npys = [p.with_suffix(".npy") for p in images]
+    before = {p for p in npys if p not in trials and p.exists()}
+    ours = [p for p in npys if p not in before]
+    with npy_manifest(ours):
+        try:
+            yield
+        finally:
+            for npy in ours:
                 npy.unlink(missing_ok=True)
 
 

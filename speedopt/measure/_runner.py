@@ -1,7 +1,9 @@
 """The one job runner: every trial, probe and validation pass runs through :func:`run_job`.
 
-It takes the host lock, starts the one child entry point (``python -m speedopt.measure._child``) in
-a private temporary folder and its own session, polls its progress, kills the whole process group
+It sweeps what killed runs left (:func:`~speedopt.measure._leftovers.sweep`), takes the host lock,
+starts the one child entry point (``python -m speedopt.measure._child``) in a private temporary
+folder (recorded with its owner, so a sweep removes it should this process be killed) and its own
+session, sharing this process's leases with it, polls its progress, kills the whole process group
 on timeout or interrupt, and maps every way the child can end to a :class:`~speedopt.status.Status`
 in one place (:func:`_ending`): the child's own result, a timeout, a SIGKILL (the kernel's
 out-of-memory killer), another signal, an exit code.
@@ -12,11 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,9 +28,11 @@ import psutil
 from speedopt import engines
 from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import Job, JobOutcome, job_to_json
+from speedopt.measure._leftovers import private_folder, remove_private_folder, shared_fds, sweep
 from speedopt.status import Status
 
 CHILD = "speedopt.measure._child"
+PARENT_ENV = "SPEEDOPT_PARENT_PID"  # the runner's pid, which the child watches (see _child._die_with_parent)
 Progress = Callable[[dict[str, Any]], None]
 
 
@@ -81,6 +83,7 @@ def run_job(
     """
     env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
     with measuring(owner, on_wait=on_wait):
+        sweep()
         started_at = time.time()
         seen = _run_child(job_to_json(job), env, job.timeout_s, progress)
         ended_at = time.time()
@@ -115,7 +118,7 @@ def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:
 
 def _run_child(request: str, env: dict[str, str], timeout_s: float, progress: Progress | None) -> _Exit:
     """Run the child entry point on ``request`` (JSON) and collect how it ended; its folder is removed."""
-    workdir = Path(tempfile.mkdtemp(prefix="speedopt-"))
+    workdir = private_folder()
     started = time.monotonic()
     try:
         (workdir / "request.json").write_text(request)
@@ -123,11 +126,12 @@ def _run_child(request: str, env: dict[str, str], timeout_s: float, progress: Pr
             proc = subprocess.Popen(
                 [sys.executable, "-m", CHILD, str(workdir)],
                 cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
-                env={**os.environ, **env},
+                env={**os.environ, **env, **_temp_inside(workdir), PARENT_ENV: str(os.getpid())},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: a timeout kills its workers too
+                pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
             )
         try:
             timed_out = _wait(proc, workdir, timeout_s, progress)
@@ -142,7 +146,22 @@ def _run_child(request: str, env: dict[str, str], timeout_s: float, progress: Pr
             last_progress=read_json(workdir / "progress.json"),
         )
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_private_folder(workdir)
+
+
+def _temp_inside(workdir: Path) -> dict[str, str]:
+    """Environment that sends the child's temp files into its folder, so they go with it (even after a SIGKILL).
+
+    torch's compile cache folder (made at import) always; every temp file (multiprocessing's ``pymp-*``
+    folders among them) where the path is short enough: multiprocessing binds AF_UNIX sockets at
+    ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``, and a socket path has at most 107 bytes.
+    """
+    env = {} if "TORCHINDUCTOR_CACHE_DIR" in os.environ else {"TORCHINDUCTOR_CACHE_DIR": str(workdir / "torchinductor")}
+    tmp = workdir / "tmp"
+    if len(os.fsencode(tmp)) + len("/pymp-XXXXXXXX/listener-XXXXXXXX") <= 107:
+        tmp.mkdir()
+        env["TMPDIR"] = str(tmp)
+    return env
 
 
 def _wait(proc: subprocess.Popen[bytes], workdir: Path, timeout_s: float, progress: Progress | None) -> bool:

@@ -16,6 +16,8 @@ from speedopt import defaults
 from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
+from speedopt.measure import positive
+from speedopt.quality._checkpoint import foreign, peek
 
 ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp")
 BASELINE_SEEDS = (0, 1)
@@ -137,13 +139,17 @@ def check_weights(text: str) -> tuple[str, str]:
     if not path.is_file():
         raise UsageError(f"--weights file not found: {text}; give a local .pt checkpoint (speedopt never downloads)")
     try:
-        import torch
-
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception:
-        ckpt = None
-    if not isinstance(ckpt, dict) or not ({"model", "ema"} & set(ckpt)):
+        inside = peek(path)  # never unpickled for real here: a crafted file's code must not run in this process
+    except Exception:  # an inert unpickler fails on bad data only, in many ways: none of them is ours
+        inside = None
+    if inside is None or not ({"model", "ema"} & inside.keys):
         raise UsageError(f"--weights {text} is not a YOLO checkpoint (a torch file with a 'model' entry)")
+    stranger = foreign(inside.names)
+    if stranger is not None:
+        raise UsageError(
+            f"--weights {text} refers to {stranger}, which no Ultralytics or yolov5 checkpoint needs: refusing it "
+            "(loading it would run that code); give a checkpoint saved by the trainer itself"
+        )
     return str(path.resolve()), _weights_id(path)
 
 
@@ -166,8 +172,7 @@ def make_policy(
         raise UsageError(f"--probe-epochs must be at least 1, got {epochs}")
     if not 0 < fraction <= 1:
         raise UsageError(f"--probe-fraction must be in (0, 1], got {fraction}")
-    if timeout_s <= 0:
-        raise UsageError(f"--probe-timeout must be positive seconds, got {timeout_s:g}")
+    positive(timeout_s, "--probe-timeout", "seconds")
     if not ds.val_images:
         raise UsageError("the val split is empty; quality probes validate on it (add val images or use --quality off)")
     if not any(label_path(p).is_file() and label_path(p).stat().st_size for p in ds.val_images):

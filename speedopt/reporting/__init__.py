@@ -6,7 +6,8 @@ dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs o
 """
 
 from speedopt.reporting._bottleneck import Diagnosis, diagnose
-from speedopt.reporting._dashboard import feasible_best, serve
+from speedopt.reporting._dashboard import check_address, feasible_best, serve
+from speedopt.reporting._filename import ReportFiles, inside, report_files, safe_name
 from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._markdown import Written, build
 from speedopt.reporting._projection import Projection, project, validation_time
@@ -17,15 +18,20 @@ __all__ = [
     "Diagnosis",
     "Projection",
     "Recommendation",
+    "ReportFiles",
     "Verification",
     "Written",
     "build",
+    "check_address",
     "check_verify_options",
     "diagnose",
     "feasible_best",
+    "inside",
     "project",
     "recommend",
     "recommendation",
+    "report_files",
+    "safe_name",
     "serve",
     "trial_table",
     "validation_time",

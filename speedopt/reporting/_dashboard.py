@@ -11,6 +11,8 @@ from __future__ import annotations
 import types
 from typing import TYPE_CHECKING
 
+from speedopt.errors import UsageError
+from speedopt.knobs import shown
 from speedopt.study import Finals, TrialRecord, open_storage, recommended_trial
 
 if TYPE_CHECKING:
@@ -37,8 +39,40 @@ def feasible_best(storage: BaseStorage) -> BaseStorage:
     return storage
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse, in one line naming the fix, an address the dashboard could not listen on: a port outside
+    1..65535, a host that is not a name or address of this machine, a port in use or reserved. Binds a
+    socket the way the dashboard's server will (SO_REUSEADDR) and closes it at once."""
+    import errno
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port must be between 1 and 65535, got {port}; the default is 8080")
+    fix = "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"--host {shown(host)} is not a name or address this machine can resolve ({why}); {fix}") from None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as the server picks it
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is already in use (another dashboard?); pass --port with a free port"
+            ) from None
+        if exc.errno == errno.EACCES:
+            raise UsageError(f"port {port} needs administrator rights on this machine; pass --port 1024 or above") from None
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            raise UsageError(f"--host {shown(host)} is not an address of this machine; {fix}") from None
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; {fix}, or pass another --port") from None
+
+
 def serve(storage_url: str | None, host: str, port: int) -> None:
-    """Serve the dashboard until interrupted (blocks)."""
+    """Serve the dashboard until interrupted (blocks); :func:`check_address` first says why it could not."""
     from optuna_dashboard import run_server
 
     run_server(feasible_best(open_storage(storage_url)), host=host, port=port)

@@ -19,13 +19,14 @@ from speedopt.measure import ValidationTime
 from speedopt.quality import Feasibility
 from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
+from speedopt.reporting._filename import report_files
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, finalists, outcome
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, finalists, outcome, redact
 
 if TYPE_CHECKING:
     import optuna
@@ -81,7 +82,7 @@ def _machine_and_dataset(p: StudyProtocol, result: SearchOutcome, done: list[Tri
         f"- Dataset: `{p.data}`: {ds.train_images} train / {ds.val_images} val images, {ds.classes} classes, "
         f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id})",
         f"- Engine: {p.engine} {p.engine_version} on device `{p.device}`; speedopt {p.speedopt_version}",
-        f"- Trials: {result.complete} complete ({result.counts_text()}), at least {p.warmup} warm-up batches (more with "
+        f"- Trials: {result.complete} complete ({result.counts_text()}{result.failed_text()}), at least {p.warmup} warm-up batches (more with "
         f"dataloader workers: until their prefetched batches are used) and {p.steps} to {p.max_steps} measured batches "
         f"each (until the 90% CI of the mean step time is within +/-5%); from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
         f"{_duration(busy)} of trials and probes",
@@ -236,7 +237,7 @@ def _warm_start(p: StudyProtocol, done: list[TrialRecord]) -> list[str]:
     if warm is None:
         return []
     key = warm.machine
-    lines = ["## Warm start", "", f"Configs taken from study `{warm.study}` ({warm.source}), made on "
+    lines = ["## Warm start", "", f"Configs taken from study `{warm.study}` ({redact(warm.source)}), made on "
              f"{key.cpu_model} x{key.cpu_cores} cores, GPUs {list(key.gpus) or 'none'}; probes "
              f"{'reused (same dataset)' if warm.same_dataset else 'not reused (dataset differs)'}.", "",
              "| source trial | images/s there | adapted here | changes | trial here | images/s here |",
@@ -275,6 +276,17 @@ def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
         label = row["status"] if failed else row["feasibility"]
         reason = row["message"] if failed else row["quality_reason"]
         lines.append(f"| {row['number']} | {row['config']} | {label} | {_cell(str(reason))} |")
+    return lines + [""]
+
+
+def _ended_early(result: SearchOutcome) -> list[str]:
+    """Trials whose run ended early (interrupted, killed, lost their worker) and the trial that retried each."""
+    if not result.failed:
+        return []
+    lines = ["Ended early (not measured; each is retried once with the same knobs):", "", "| # | role | why | retried as |", "|---|---|---|---|"]
+    for f in result.failed:
+        again = f"trial {f.retried_as}" if f.retried_as is not None else "not retried"
+        lines.append(f"| {f.number} | {f.role or 'sampled'} | {_cell(f.why)} | {again} |")
     return lines + [""]
 
 
@@ -347,18 +359,18 @@ def _projections(
 
 
 def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: bool = True) -> Written:
-    """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv``."""
+    """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv`` (``<study>``:
+    the study's name made a safe file name, see :mod:`speedopt.reporting._filename`)."""
     result = outcome(study)
     done = list(result.trials)
     if not done:
         raise UsageError(f"study {study.study_name!r} has no completed trial yet; run `speedopt search` first")
+    files = report_files(out_dir, study.study_name)  # safe names inside out_dir, writable: before anything slow
     p = result.protocol or StudyProtocol.from_attrs(study.user_attrs, study.study_name)  # the latter says why not
     table = trial_table(study, done)
     base, best = result.baseline, result.recommended
     projections, val_notes = _projections(study, result, (base, best), epochs, measure_validation)
-    folder = out_dir / study.study_name
-    folder.mkdir(parents=True, exist_ok=True)
-    figs = _figures(table, p, result, folder)
+    figs = _figures(table, p, result, files.figures)
     md = [f"# speedopt report: {study.study_name}", ""]
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
@@ -366,16 +378,16 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
-    md += _trials(table, base) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
+    md += _trials(table, base) + _ended_early(result) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     for title, fig in figs:
-        md += [f"![{title}]({study.study_name}/{fig.name})", ""]
+        md += [f"![{title}]({files.link}/{fig.name})", ""]
     md += _accuracy_note(p, result)
     md.append(f"_Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by speedopt report; "
-              f"the trial table is {study.study_name}.csv._")
-    path = out_dir / f"{study.study_name}.md"
+              f"the trial table is {files.csv.name}._")
+    path = files.markdown
     text = "\n".join(md) + "\n"
     path.write_text(text)
-    csv = write_csv(table, out_dir / f"{study.study_name}.csv")
+    csv = write_csv(table, files.csv)
     _save_note(study, text, path)
     return Written(path, tuple(fig for _, fig in figs), csv)
 

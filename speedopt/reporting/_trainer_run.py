@@ -135,13 +135,13 @@ class Seen:
 
 def subset_yaml(data: str, count: int, folder: Path) -> tuple[Path, int]:
     """A data yaml like ``data`` whose train entry lists its first ``count`` train images (sorted, as Ultralytics sorts)."""
-    from speedopt.data import load
+    from speedopt.data import load, read_yaml
 
     ds = load(data)
     images = sorted(ds.train_images)[:count]
     listing = folder / "train-subset.txt"
     listing.write_text("".join(f"{p}\n" for p in images))
-    config = yaml.safe_load(Path(data).read_text())
+    config = read_yaml(data, "data.yaml")  # load() read it already: bounded, a mapping
     config.pop("download", None)  # the val split exists: never a download
     config.update(path=str(ds.root or Path(data).parent), train=str(listing))
     target = folder / "data-subset.yaml"
@@ -151,7 +151,7 @@ def subset_yaml(data: str, count: int, folder: Path) -> tuple[Path, int]:
 
 def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path) -> Launch:
     """The recommended command with epochs, a private run folder and (``fraction``) a leading subset."""
-    from speedopt.data import load
+    from speedopt.data import load, write_trainer_yaml
 
     runs = work / "runs"
     total = len(load(rec.protocol.data).train_images)
@@ -178,6 +178,10 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
             notes.append(f"optimizer=SGD: what optimizer=auto picks for the full run ({full_epochs} epochs of {total} images), as the trials ran")
         shown = shlex.join([*shlex.split(shown), *added])
         argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
+        # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is
+        # resolved here, as in the user's working directory (see speedopt.data.write_trainer_yaml).
+        resolved = f"data={write_trainer_yaml(rec.protocol.data, work)}"
+        argv = [resolved if word.startswith("data=") else word for word in argv]
     else:
         script = words.index("train.py")
         entry = [str(Path(rec.protocol.yolov5_dir) / "train.py")] if rec.protocol.yolov5_dir else ["-m", "yolov5.train"]
@@ -186,6 +190,8 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
             subset, count = subset_yaml(rec.protocol.data, count, work)
             argv[argv.index("--data") + 1] = str(subset)
             notes.append(f"--fraction {fraction:g}: --data was a copy of the data yaml whose train entry lists the first {count} of {total} train images")
+        else:
+            argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.protocol.data, work))  # resolved, as above
         argv += ["--project", str(runs), "--name", RUN_NAME, "--exist-ok"]
         if rec.protocol.yolov5_dir:
             notes.append(f"ran {Path(rec.protocol.yolov5_dir) / 'train.py'} (the checkout the command runs in) from a temporary folder")

@@ -15,13 +15,11 @@ import datetime as dt
 import math
 import shutil
 import statistics
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
-from speedopt.measure import ValidationTime, measuring
+from speedopt.measure import ValidationTime, measuring, private_folder
 from speedopt.reporting._projection import validation_time
 from speedopt.reporting._recommend import Recommendation, recommend
 from speedopt.reporting._trainer_run import (
@@ -235,7 +233,7 @@ def verify(
     val_s = val.seconds if isinstance(val, ValidationTime) else None
     if not isinstance(val, ValidationTime):
         notes.append(f"the validation pass could not be timed ({val.status.value}: {val.message}); the prediction leaves it out")
-    work = Path(tempfile.mkdtemp(prefix="speedopt-verify-"))
+    work = private_folder("speedopt-verify-")  # owner recorded: a sweep removes it should this process be killed
     try:
         run = launch(rec, epochs, fraction, work)
         predicted_epoch = run.train_images / ips + (val_s or 0.0)

@@ -12,16 +12,28 @@ from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary
 from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.study._protocol import OBJECTIVE, StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
-from speedopt.study._recovery import recover_interrupted, worker_id
+from speedopt.study._recovery import FailedTrial, recover_interrupted, worker_id
 from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
-from speedopt.study._storage import find_study, open_storage, retry_callback, study_names, url_for
+from speedopt.study._storage import (
+    Need,
+    check_study_name,
+    find_study,
+    open_storage,
+    redact,
+    retry_callback,
+    storage_errors,
+    study_names,
+    url_for,
+)
 from speedopt.study._transfer import export, import_study, split_source
 from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
     "OBJECTIVE",
     "Domain",
+    "FailedTrial",
     "Finals",
+    "Need",
     "ProbedSignature",
     "QuietView",
     "Repeat",
@@ -39,6 +51,7 @@ __all__ = [
     "baseline_trial",
     "best_feasible",
     "best_trial",
+    "check_study_name",
     "default_space",
     "default_study_name",
     "export",
@@ -57,9 +70,11 @@ __all__ = [
     "recommended_trial",
     "records",
     "recover_interrupted",
+    "redact",
     "retry_callback",
     "run",
     "split_source",
+    "storage_errors",
     "study_names",
     "suggest",
     "url_for",

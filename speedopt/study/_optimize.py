@@ -10,22 +10,33 @@ violates the ``measured`` constraint, so the sampler learns to avoid it and it i
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialRequest, TrialResult, prepare, run_trial
-from speedopt.quality import CACHE_STUDY, Judge, ProbeTarget, Verdict, merge_cache, not_measured
+from speedopt.quality import Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
 from speedopt.study import _finals as finals_mod
+from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
 from speedopt.study._protocol import OBJECTIVE
 from speedopt.study._record import TrialRecord, best_trial, records
-from speedopt.study._recovery import recover_interrupted, worker_id
+from speedopt.study._recovery import awaited, recover_interrupted, recover_stale, retry_interrupted, worker_id
 from speedopt.study._space import Space
-from speedopt.study._storage import open_storage, study_names
+from speedopt.study._storage import (
+    GRACE_S,
+    HEARTBEAT_S,
+    Need,
+    check_study_name,
+    open_storage,
+    redact,
+    storage_errors,
+    study_names,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -173,14 +184,42 @@ def _guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callabl
     return run_one
 
 
-def _open_study(plan: SearchPlan, storage: BaseStorage) -> optuna.Study:
+def _sampler(plan: SearchPlan) -> optuna.samplers.BaseSampler:
     import optuna
 
     # constant_liar: trials still running on other workers count as pessimistic, so workers spread out
-    sampler = optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
-    return optuna.create_study(
-        study_name=plan.study_name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
-    )
+    return optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
+
+
+def _create_or_load(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, bool]:
+    """The study, and whether this process created it (two searches started at once: one creates, one joins)."""
+    import optuna
+
+    if not plan.create or plan.study_name in study_names(storage):
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan)), False
+    try:
+        study = optuna.create_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), direction="maximize")
+    except optuna.exceptions.DuplicatedStudyError:  # another process created it a moment ago
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan)), False
+    return study, True
+
+
+def _ready(study: optuna.Study) -> bool:
+    """The study's creator finished setting it up: protocol attrs stored and the baseline enqueued."""
+    return "space" in study.user_attrs and any(t.user_attrs.get("role") == "baseline" for t in study.get_trials(deepcopy=False))
+
+
+#: How long a search waits for another process that is creating the same study to finish setting it up.
+SETUP_WAIT_S = 10.0
+
+
+def _wait_ready(study: optuna.Study) -> bool:
+    deadline = time.monotonic() + SETUP_WAIT_S
+    while not _ready(study):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
@@ -204,27 +243,33 @@ def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list
     return notes
 
 
+def _hide_stored_password(study: optuna.Study) -> None:
+    """A study made before warm-start sources were redacted keeps none of their password from now on."""
+    warm = study.user_attrs.get("warm_start")
+    if isinstance(warm, dict) and isinstance(warm.get("source"), str) and redact(warm["source"]) != warm["source"]:
+        study.set_user_attr("warm_start", {**warm, "source": redact(warm["source"])})
+
+
 def _open(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, list[str]]:
     """Create, resume or join the study; the notes say what happened."""
-    import optuna
-
-    if plan.study_name == CACHE_STUDY:
-        raise UsageError(f"{CACHE_STUDY} is speedopt's probe cache; choose another --study name")
-    exists = plan.study_name in study_names(storage)
-    if exists and plan.create:
-        existing = optuna.load_study(study_name=plan.study_name, storage=storage).user_attrs
-        why = plan.protocol.conflict(existing, plan.study_name)
+    check_study_name(plan.study_name)
+    study, created = _create_or_load(plan, storage)
+    notes = list(plan.notes)
+    if created:
+        return study, notes + _create(plan, study, storage)
+    ready = _wait_ready(study) if plan.create else True
+    if plan.create:
+        why = plan.protocol.conflict(study.user_attrs, plan.study_name)
         if why:
             raise UsageError(why)
-    study = _open_study(plan, storage)
-    notes = list(plan.notes)
-    if not exists:
-        return study, notes + _create(plan, study, storage)
-    if plan.create and study.user_attrs.get("trials") != plan.protocol.trials:
-        study.set_user_attr("trials", plan.protocol.trials)
+        if not ready:  # its creator stopped half-way (interrupted between the study and its baseline)
+            notes += _create(plan, study, storage)
+        elif study.user_attrs.get("trials") != plan.protocol.trials:
+            study.set_user_attr("trials", plan.protocol.trials)
+    _hide_stored_password(study)
     recovered = recover_interrupted(study, storage)
     if recovered:
-        notes.append(f"trial(s) {', '.join(map(str, recovered))} were interrupted (process gone): marked failed and re-queued")
+        notes.append(f"trial(s) {', '.join(map(str, recovered))} ended early (interrupted or killed): retried with the same knobs")
     return study, notes
 
 
@@ -235,7 +280,6 @@ def _complete(study: optuna.Study) -> int:
 
 
 def _full(study: optuna.Study, target: int) -> bool:
-
     """The study holds its target: complete trials, or complete and running ones with nothing queued."""
     from optuna.trial import TrialState
 
@@ -248,39 +292,83 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
     """Create (or resume, or join) the study and run trials until it holds its target of complete ones.
 
     Several processes may share one study: a trial that would exceed the target because another
-    worker took the last slot is pruned before it measures, and each process stops once complete and
-    running trials reach the target (Optuna's MaxTrialsCallback) or ``plan.timeout_s`` passes.
+    worker took the last slot is pruned before it measures, and each process stops starting trials
+    once complete and running trials reach the target (Optuna's MaxTrialsCallback) or ``plan.timeout_s``
+    passes. It then waits for the other workers' running trials: one whose worker died is failed once
+    its heartbeat is stale and retried here, so no process leaves the study short while a trial can
+    still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.
     """
+    view = view or QuietView()
+    with storage_errors(plan.storage_url):
+        storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE)
+        study, notes = _open(plan, storage)
+        interrupts = Interrupts()
+        view.start(plan, outcome(study), notes)
+        try:
+            p = plan.protocol
+            judge = Judge(
+                p.quality, ProbeTarget(p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device), p.baseline, storage,
+                plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
+            )
+            objective = interrupts.guard(_guarded(_objective(plan, view, judge), p.trials))
+            with interrupts.quiet():
+                _fill(study, storage, objective, plan, view)
+            if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
+                _finals(plan, study, view)
+            elif plan.create and _full(study, p.trials):
+                view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
+        except KeyboardInterrupt:
+            retry_interrupted(study, storage, interrupts.trials)
+            raise
+        finally:
+            view.stop()
+        return outcome(study)
+
+
+def _longest_s(plan: SearchPlan) -> float:
+    """The most one trial may run, probes included (three: the baseline's two seeds and its own), plus the grace."""
+    p = plan.protocol
+    return p.trial_timeout_s + (3 * p.quality.timeout_s if p.quality.probing else 0.0) + 2 * GRACE_S
+
+
+def _fill(study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna.Trial], float], plan: SearchPlan, view: View) -> None:
+    """Run trials until the study holds its target, waiting out other workers' trials that may still be retried."""
     import optuna
     from optuna.trial import TrialState
 
-    view = view or QuietView()
-    storage = open_storage(plan.storage_url)
-    study, notes = _open(plan, storage)
     target = plan.protocol.trials
-    view.start(plan, outcome(study), notes)
-    try:
-        p = plan.protocol
-        judge = Judge(
-            p.quality, ProbeTarget(p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device), p.baseline, storage,
-            plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
-        )
+    deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s
+    if not _full(study, target) and study.user_attrs.get("stopped"):
+        study.set_user_attr("stopped", None)  # a resumed search (more trials asked) samples again
+    said: list[int] = []
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
         if not _full(study, target):
-            if study.user_attrs.get("stopped"):
-                study.set_user_attr("stopped", None)  # a resumed search (more trials asked) samples again
             study.optimize(
-                _guarded(_objective(plan, view, judge), target),
-                timeout=plan.timeout_s,
+                objective,
+                timeout=left,
                 callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))],
                 gc_after_trial=False,
             )
-        if plan.create and (_complete(study) >= target or study.user_attrs.get("stopped")):
-            _finals(plan, study, view)
-        elif plan.create and _full(study, target):
-            view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
-    finally:
-        view.stop()
-    return outcome(study)
+        if _complete(study) >= target or study.user_attrs.get("stopped"):
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        running = awaited(study, storage, _longest_s(plan))
+        if not running and _full(study, target):
+            return  # trials no process here can judge (another host, no heartbeat): they are theirs to finish
+        if running and running != said:
+            view.waiting(
+                f"waiting for trial(s) {', '.join(map(str, running))} on other workers: the study needs {target} complete; "
+                f"a trial whose worker died is retried here after its {GRACE_S} s heartbeat grace"
+            )
+            said = running
+        time.sleep(HEARTBEAT_S)
+        retried = recover_stale(study, storage)
+        if retried:
+            view.waiting(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
 
 
 def _finals(plan: SearchPlan, study: optuna.Study, view: View) -> None:

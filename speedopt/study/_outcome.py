@@ -14,7 +14,8 @@ from speedopt.status import Status
 from speedopt.study._finals import Finals, stored
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
-from speedopt.study._storage import open_storage, study_names
+from speedopt.study._recovery import FailedTrial, failed_trials
+from speedopt.study._storage import open_storage, storage_errors, study_names
 
 if TYPE_CHECKING:
     import optuna
@@ -49,6 +50,7 @@ class SearchOutcome:
     trials: tuple[TrialRecord, ...] = ()  # every measured trial, in trial order
     finals: Finals | None = None  # the leaders re-measured beside the baseline, when run
     stopped: str | None = None  # why the search stopped before its target (the space was used up)
+    failed: tuple[FailedTrial, ...] = ()  # trials whose run ended early (interrupted, killed), with their retries
 
     @property
     def complete(self) -> int:
@@ -95,6 +97,16 @@ class SearchOutcome:
         """``3 ok, 1 infeasible``."""
         return ", ".join(f"{n} {s.value}" for s, n in sorted(self.by_status.items(), key=lambda item: item[0].value))
 
+    def failed_text(self) -> str:
+        """``; 1 ended early (trial 3 retried as trial 10)``, or "" when every trial ran to its end."""
+        if not self.failed:
+            return ""
+        each = ", ".join(
+            f"trial {f.number} " + (f"retried as trial {f.retried_as}" if f.retried_as is not None else "not retried")
+            for f in self.failed
+        )
+        return f"; {len(self.failed)} ended early ({each})"
+
 
 def recommended_trial(trials: Iterable[TrialRecord], finals: Finals | None) -> TrialRecord | None:
     """THE recommendation: the finals' choice, the baseline when they found no measurable gain, and
@@ -138,6 +150,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         trials=tuple(done),
         finals=stored(study),
         stopped=study.user_attrs.get("stopped"),
+        failed=failed_trials(study),
     )
 
 
@@ -155,11 +168,12 @@ def list_studies(storage_url: str | None) -> list[StudySummary]:
     """Every study in the storage (the probe cache left out) with its outcome."""
     import optuna
 
-    storage = open_storage(storage_url)
     rows = []
-    for name in study_names(storage):
-        study = optuna.load_study(study_name=name, storage=storage)
-        result = outcome(study)
-        data = result.protocol.data if result.protocol else study.user_attrs.get("data")
-        rows.append(StudySummary(name, len(study.trials), result, data))
+    with storage_errors(storage_url):
+        storage = open_storage(storage_url)
+        for name in study_names(storage):
+            study = optuna.load_study(study_name=name, storage=storage)
+            result = outcome(study)
+            data = result.protocol.data if result.protocol else study.user_attrs.get("data")
+            rows.append(StudySummary(name, len(study.trials), result, data))
     return rows

@@ -34,7 +34,7 @@ from speedopt.study import _warmstart as warmstart
 from speedopt.study._config import SearchConfig
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._space import Domain, Space
-from speedopt.study._storage import find_study
+from speedopt.study._storage import check_study_name, find_study
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,8 @@ def plan(config: SearchConfig) -> SearchPlan:
     """Check the inputs and decide the study; raises UsageError, touches no storage."""
     if config.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {config.trials}")
+    if config.study is not None:
+        check_study_name(config.study)
     if config.timeout_s is not None and config.timeout_s <= 0:
         raise UsageError(f"--timeout must be positive seconds, got {config.timeout_s:g}")
     check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
@@ -84,6 +86,7 @@ def plan(config: SearchConfig) -> SearchPlan:
     here = machine.fingerprint(str(ds.yaml_path.parent))
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)
     fp_data = fingerprint(ds)
+    notes += fp_data.notes()  # unreadable images the size sample skipped, as the trainer will
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
     protocol = StudyProtocol(
         data=str(ds.yaml_path),
@@ -250,7 +253,7 @@ def _warm(
 
 def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
     """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
-    study = find_study(storage_url, study_name)
+    study = find_study(storage_url, check_study_name(study_name))
     attrs = dict(study.user_attrs)
     if "space" not in attrs or "trials" not in attrs:
         raise UsageError(f"study {study_name!r} was not made by speedopt search; nothing to join")

@@ -1,22 +1,40 @@
-"""Trials left RUNNING by a search that was killed: found by their process, failed and retried.
+"""Trials that did not end by themselves: interrupted, killed, or left behind; found, failed and retried.
 
-Each trial records its worker (host, pid, process start time). On start, RUNNING trials of this host
-whose process is gone are failed and re-enqueued at once with Optuna's retry callback; trials of
-other hosts are left to the storage heartbeat (RDB storages).
+Each trial records its worker (host, pid, process start time). A trial is retried once, with the
+same params and role (a retried baseline is the baseline), whichever way its run ended early:
+
+- Ctrl-C: the interrupted process fails its own trial and re-enqueues it (:func:`retry_interrupted`);
+- SIGKILL or a crash, same host: the next start sees the process gone (:func:`recover_interrupted`);
+- any host, RDB storages: the trial stops beating and is failed after the grace period
+  (Optuna's ``fail_stale_trials`` with :func:`~speedopt.study._storage.retry_callback`), which a
+  worker waits out before it leaves a study short of its target (:func:`recover_stale`);
+- a failed trial that was never retried (an interrupt during the retry itself, or a study from a
+  speedopt that did not retry interrupts) is retried on the next start.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import platform
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from speedopt.study._storage import retry_callback
+from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_callback
 
 if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
+
+#: User attr that says why a trial failed, written before its state becomes FAIL.
+WHY = "failed_because"
+INTERRUPTED = "interrupted (Ctrl-C)"
+PROCESS_GONE = "its process was gone (killed or crashed)"
+#: Why, when the trial could not say (failed by the heartbeat, or by a speedopt that kept no reason).
+UNSAID = "its run ended without a result (process killed, interrupted, or cut off from the storage)"
 
 
 def worker_id() -> dict[str, Any]:
@@ -32,15 +50,164 @@ def _alive(worker: dict[str, Any]) -> bool:
         return False
 
 
-def recover_interrupted(study: optuna.Study, storage: BaseStorage) -> list[int]:
-    """Fail and re-enqueue RUNNING trials whose process on this host is gone; returns their numbers."""
+def _here(trial: FrozenTrial) -> bool:
+    return bool((trial.user_attrs.get("worker") or {}).get("host") == platform.node())
+
+
+def _mine(trial: FrozenTrial) -> bool:
+    return bool(trial.user_attrs.get("worker") == worker_id())
+
+
+def _retried(trials: Iterable[FrozenTrial]) -> dict[int, int]:
+    """Failed trial number -> the number of the trial that retried it."""
+    out: dict[int, int] = {}
+    for t in trials:
+        history = t.system_attrs.get("retry_history") or []
+        if history:
+            out[int(history[-1])] = t.number
+    return out
+
+
+def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTrial, why: str) -> bool:
+    """Fail ``trial`` (if still running), saying why, and re-enqueue it if it has a retry left.
+
+    True when it was re-enqueued; False for a retry that failed again, or a trial another process failed first.
+    """
+    import optuna
     from optuna.trial import TrialState
 
+    if trial.state == TrialState.RUNNING:
+        try:
+            storage.set_trial_user_attr(trial._trial_id, WHY, why)
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                return False
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return False  # another worker failed it (and retries it) first
+    if len(trial.system_attrs.get("retry_history") or []) >= MAX_RETRY:
+        return False
+    retry_callback()(study, storage.get_trial(trial._trial_id))
+    return True
+
+
+def retry_interrupted(study: optuna.Study, storage: BaseStorage, interrupted: dict[int, int]) -> list[int]:
+    """After Ctrl-C: fail the interrupted trials (``interrupted``: trial id -> number, and any trial still
+    RUNNING under this process) if Optuna has not, and re-enqueue them; returns their numbers."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    ids = set(interrupted) | {t._trial_id for t in trials if t.state == TrialState.RUNNING and _mine(t)}
+    done = []
+    for trial_id in sorted(ids):
+        trial = storage.get_trial(trial_id)
+        if trial.number in retried or trial.state not in (TrialState.RUNNING, TrialState.FAIL):
+            continue
+        if _fail_and_retry(study, storage, trial, INTERRUPTED):
+            done.append(trial.number)
+    return done
+
+
+def _abandoned(trial: FrozenTrial, now: dt.datetime) -> bool:
+    """A failed trial whose retry nobody else will make: its process here is gone, or (another host) it
+    failed longer than the grace period ago, so the process that failed it did not retry it."""
+    worker = trial.user_attrs.get("worker") or {}
+    if _here(trial):
+        return not _alive(worker)
+    ended = trial.datetime_complete
+    return ended is None or (now - ended).total_seconds() > GRACE_S
+
+
+def recover_interrupted(study: optuna.Study, storage: BaseStorage) -> list[int]:
+    """On start: retry trials whose run ended early and were never retried; returns their numbers.
+
+    RUNNING trials of this host whose process is gone are failed first; failed trials that were never
+    retried (and may still be: a retry is not retried again) are re-enqueued.
+    """
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    now = dt.datetime.now()
     recovered = []
-    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = frozen.user_attrs.get("worker") or {}
-        if worker.get("host") == platform.node() and not _alive(worker):
-            storage.set_trial_state_values(frozen._trial_id, TrialState.FAIL)
-            retry_callback()(study, storage.get_trial(frozen._trial_id))
-            recovered.append(frozen.number)
+    for trial in trials:
+        if trial.number in retried:
+            continue
+        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not _alive(trial.user_attrs.get("worker") or {})
+        left = trial.state == TrialState.FAIL and _abandoned(trial, now)
+        if (dead_here or left) and _fail_and_retry(study, storage, trial, PROCESS_GONE):
+            recovered.append(trial.number)
     return recovered
+
+
+def _beats(storage: BaseStorage) -> bool:
+    """Whether the storage keeps a heartbeat per running trial (RDB storages opened by speedopt do)."""
+    interval = getattr(storage, "get_heartbeat_interval", None)
+    return bool(callable(interval) and interval() is not None)
+
+
+def recover_stale(study: optuna.Study, storage: BaseStorage) -> list[int]:
+    """Fail and retry trials that stopped beating (any host) or whose process here is gone; their numbers."""
+    import warnings
+
+    import optuna
+    from optuna.trial import TrialState
+
+    running = {t._trial_id: t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    if _beats(storage):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)  # fails them and calls the storage's retry callback
+    failed = [n for i, n in running.items() if storage.get_trial(i).state == TrialState.FAIL]
+    return sorted(set(failed) | set(recover_interrupted(study, storage)))
+
+
+def awaited(study: optuna.Study, storage: BaseStorage, longest_s: float) -> list[int]:
+    """RUNNING trials of other processes that will end or can be recovered: worth waiting for.
+
+    With a heartbeat (RDB storages) every running trial either finishes or goes stale; without one
+    (a journal file) only this host's trials can be judged, by their process. A trial running longer
+    than ``longest_s`` (the most a trial with its probes may take) is not waited for: it never beat.
+    """
+    from optuna.trial import TrialState
+
+    beating = _beats(storage)
+    now = dt.datetime.now()
+    return [
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if not _mine(t)
+        and (beating or _here(t))
+        and (t.datetime_start is None or (now - t.datetime_start).total_seconds() < longest_s)
+    ]
+
+
+@dataclass(frozen=True)
+class FailedTrial:
+    """A trial whose run ended early (interrupted, killed, lost), and the trial that retried it."""
+
+    number: int
+    role: str | None
+    params: dict[str, Any]
+    why: str
+    retried_as: int | None
+
+    def text(self) -> str:
+        """``trial 0 (baseline): interrupted (Ctrl-C); retried as trial 2``."""
+        role = f" ({self.role})" if self.role else ""
+        then = f"retried as trial {self.retried_as}" if self.retried_as is not None else "not retried"
+        return f"trial {self.number}{role}: {self.why}; {then}"
+
+
+def failed_trials(study: optuna.Study) -> tuple[FailedTrial, ...]:
+    """Every failed trial of the study, why it failed and which trial retried it."""
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    retried = _retried(trials)
+    out = []
+    for t in trials:
+        if t.state != TrialState.FAIL:
+            continue
+        why = str(t.user_attrs.get(WHY) or UNSAID)
+        out.append(FailedTrial(t.number, t.user_attrs.get("role"), dict(t.params), why, retried.get(t.number)))
+    return tuple(out)

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from speedopt.data import read_yaml
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, value_text
+from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, shown, value_text
 
 ORDERED = ("workers", "batch", "imgsz", "freeze")  # integer knobs that may be given as {low, high, step}
+MAX_VALUES = 10_000  # a stored range with more values than this was not made by speedopt (batch <= 4096)
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,15 @@ class Domain:
         return cls(low=data["low"], high=data["high"], step=data.get("step", 1))
 
 
+def _small_range(d: Domain) -> bool:
+    """``d`` is an integer range of at most MAX_VALUES values."""
+    ends = (d.low, d.high, d.step)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in ends):
+        return False
+    assert d.low is not None and d.high is not None
+    return d.step >= 1 and d.low <= d.high and (d.high - d.low) // d.step < MAX_VALUES
+
+
 def _order(value: Any) -> Any:
     return (0, value) if isinstance(value, (int, float)) else (1, str(value))
 
@@ -95,7 +104,16 @@ class Space:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Space:
-        return cls({k: Domain.from_dict(v) for k, v in data.items()})
+        """The stored form back. An imported study is input too: a range that would enumerate more than
+        :data:`MAX_VALUES` values (or is not one) is refused in one line instead of exhausting memory."""
+        domains = {k: Domain.from_dict(v) for k, v in data.items()}
+        for knob, d in domains.items():
+            if d.choices is None and not _small_range(d):
+                raise UsageError(
+                    f"the study's stored space has a {knob} range that is not a sane range ({shown(d.to_dict())}); "
+                    "it was not made by this speedopt: start a new study"
+                )
+        return cls(domains)
 
 
 def default_space(
@@ -125,37 +143,51 @@ def default_space(
     )
 
 
+def _range(knob: str, low: Any, high: Any, step: Any, source: str) -> Domain:
+    """An integer range low..high by step, each end checked as a knob value (so within the knob's sane
+    maximum: a range cannot enumerate without bound), imgsz by multiples of the stride."""
+    if knob not in ORDERED:
+        raise UsageError(f"{source}: {knob} takes a list of values, not a range")
+    try:
+        low, high = parse_value(knob, low), parse_value(knob, high)
+    except UsageError as exc:
+        raise UsageError(f"{source}: {knob} range: {exc}") from None
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1 or low > high:
+        raise UsageError(
+            f"{source}: {knob} range must have low <= high and a positive integer step, "
+            f"got low={low} high={high} step={shown(step)}"
+        )
+    if knob == "imgsz" and step % STRIDE:
+        raise UsageError(f"{source}: imgsz range step must be a multiple of {STRIDE}, got {step}")
+    return Domain(low=low, high=high, step=step)
+
+
 def _parse_domain(knob: str, spec: Any, source: str) -> Domain:
     if isinstance(spec, dict):
         if knob not in ORDERED:
             raise UsageError(f"{source}: {knob} takes a list of values, not a range")
         if set(spec) - {"low", "high", "step"} or not {"low", "high"} <= set(spec):
-            raise UsageError(f"{source}: {knob} range needs low and high (and optionally step), got {spec}")
-        low, high = parse_value(knob, spec["low"]), parse_value(knob, spec["high"])
-        step = spec.get("step", STRIDE if knob == "imgsz" else 1)
-        if not isinstance(step, int) or step < 1 or low > high:
-            raise UsageError(f"{source}: {knob} range must have low <= high and a positive integer step, got {spec}")
-        return Domain(low=low, high=high, step=step)
+            raise UsageError(f"{source}: {knob} range needs low and high (and optionally step), got {shown(spec)}")
+        return _range(knob, spec["low"], spec["high"], spec.get("step", STRIDE if knob == "imgsz" else 1), source)
     values = spec if isinstance(spec, list) else [spec]
     if not values:
         raise UsageError(f"{source}: {knob} has no values")
     parsed = []
     for value in values:
-        v = parse_value(knob, value)
+        try:
+            v = parse_value(knob, value)
+        except UsageError as exc:
+            raise UsageError(f"{source}: {exc}") from None
         if v not in parsed:
             parsed.append(v)
     return Domain(choices=tuple(parsed))
 
 
 def load_file(path: str) -> dict[str, Domain]:
-    """Domains from a --space YAML file."""
-    file = Path(path)
-    try:
-        data = yaml.safe_load(file.read_text())
-    except OSError:
-        raise UsageError(f"space file not found: {path}") from None
-    except yaml.YAMLError:
-        raise UsageError(f"space file is not valid YAML: {path}") from None
+    """Domains from a --space YAML file (at most 1 MiB, aliases bounded: see :func:`speedopt.data.read_yaml`)."""
+    if not Path(path).is_file():
+        raise UsageError(f"space file not found: {path}")
+    data = read_yaml(path, "space file")
     if not isinstance(data, dict) or not data:
         raise UsageError(f"space file {path} must map knobs to a list of values or {{low, high, step}}")
     return {str(k): _parse_domain(str(k), v, path) for k, v in data.items()}

@@ -18,7 +18,7 @@ from speedopt.machine import MachineKey
 from speedopt.quality import cache_entries
 from speedopt.study._record import ranked, records
 from speedopt.study._space import Space
-from speedopt.study._storage import find_study, open_storage
+from speedopt.study._storage import Need, find_study, redact, storage_errors
 from speedopt.study._transfer import split_source
 
 TOP = 3
@@ -118,23 +118,27 @@ class WarmStart:
 def plan(
     source: str, space: Space, baseline: Knobs, cores: int, cuda: bool, ram_fits: Callable[[Knobs], bool], dataset_id: str
 ) -> tuple[WarmStart, dict[str, Any]]:
-    """Read the source study; return the adapted configs and the probe-cache entries to reuse."""
+    """Read the source study (read-only); return the adapted configs and the probe-cache entries to reuse.
+
+    The source is kept with its password hidden: it is stored in the new study and printed in its report.
+    """
     url, name = split_source(source)
-    study = find_study(url, name)
-    same = study.user_attrs.get("dataset", {}).get("id") == dataset_id
-    configs: list[WarmConfig] = []
-    taken, seen = {baseline}, set()
-    for record in ranked(records(study)):
-        if record.config in seen:  # the same config measured twice there: take it once
-            continue
-        seen.add(record.config)
-        adapted, changes = adapt(record.config, space, baseline, cores, cuda, ram_fits)
-        if adapted in taken:  # two source configs may become one here: measure it once
-            continue
-        taken.add(adapted)
-        configs.append(WarmConfig(record.number, record.images_per_s or 0.0, record.config, adapted, tuple(changes)))
-        if len(configs) == TOP:
-            break
-    entries = cache_entries(open_storage(url), dataset_id) if same else {}
-    machine = MachineKey.from_dict(study.user_attrs.get("machine", {}).get("key", {}))
-    return WarmStart(source, study.study_name, machine, same, tuple(configs)), entries
+    with storage_errors(url):
+        study = find_study(url, name, Need.READ_ONLY)
+        same = study.user_attrs.get("dataset", {}).get("id") == dataset_id
+        configs: list[WarmConfig] = []
+        taken, seen = {baseline}, set()
+        for record in ranked(records(study)):
+            if record.config in seen:  # the same config measured twice there: take it once
+                continue
+            seen.add(record.config)
+            adapted, changes = adapt(record.config, space, baseline, cores, cuda, ram_fits)
+            if adapted in taken:  # two source configs may become one here: measure it once
+                continue
+            taken.add(adapted)
+            configs.append(WarmConfig(record.number, record.images_per_s or 0.0, record.config, adapted, tuple(changes)))
+            if len(configs) == TOP:
+                break
+        entries = cache_entries(study._storage, dataset_id) if same else {}
+        machine = MachineKey.from_dict(study.user_attrs.get("machine", {}).get("key", {}))
+    return WarmStart(redact(source), study.study_name, machine, same, tuple(configs)), entries

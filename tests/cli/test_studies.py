@@ -12,6 +12,7 @@ from tests.conftest import run_cli
 
 def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
+    optuna.storages.RDBStorage(url)  # an empty storage: `studies` never creates one (a typo would become one)
     empty = run_cli("studies", "--storage", url, cwd=tmp_path)
     assert empty.returncode == 0 and f"no studies in {url}" in empty.stdout
     proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol

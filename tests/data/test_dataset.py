@@ -70,3 +70,53 @@ def test_ram_estimate_matches_decoded_size(copy):
     assert dataset.estimate_ram_cache_bytes(images, 64, sample=len(images)) == expected
     sampled = dataset.estimate_ram_cache_bytes(images, 64, sample=5)
     assert sampled == pytest.approx(expected, rel=0.01)  # all demo images share one size
+
+
+def _break(copy):
+    """A 0-byte image, a text file named .jpg and a JPEG cut inside its header, in the train split."""
+    train = copy.parent / "images" / "train"
+    good = sorted(train.glob("*.jpg"))[0].read_bytes()
+    (train / "zero.jpg").write_bytes(b"")
+    (train / "text.jpg").write_text("not an image\n")
+    (train / "cut.jpg").write_bytes(good[:12])
+    return {train / "zero.jpg", train / "text.jpg", train / "cut.jpg"}
+
+
+def test_unreadable_images_are_skipped_and_counted(copy):
+    broken = _break(copy)
+    ds = dataset.load(copy)
+    seen = dataset.sample_sizes(ds.train_images, sample=len(ds.train_images))
+    assert set(seen.unreadable) == broken and len(seen.sizes) == 48
+    fp = dataset.fingerprint(ds, sample=60)
+    assert fp.unreadable == 3 and fp.mean_width == 160 and "skipped 3 unreadable" in fp.notes()[0]
+    # The estimate covers the readable share only: 48 of 51 images, as the trainer caches them.
+    every = dataset.estimate_ram_cache_bytes(ds.train_images, 64, sample=len(ds.train_images))
+    assert every == 48 * int(120 * 160 * 3 * (64 / 160) ** 2)
+    # With the usual sample of 30 the empty file is still counted (every file's size is read anyway).
+    assert dataset.fingerprint(ds).unreadable >= 1
+
+
+def test_a_clean_dataset_is_sampled_as_before(copy):
+    """Skipping draws replacements only after the usual sample: a clean set keeps its fingerprint id."""
+    import random
+
+    ds = dataset.load(copy)
+    old = random.Random(0).sample(list(ds.train_images), 30)
+    seen = dataset.sample_sizes(ds.train_images, sample=30)
+    assert seen.tried == 30 and seen.unreadable == ()
+    assert [ds.train_images.index(p) for p in old] == list(dataset._dataset._draws(len(ds.train_images), 30, 0, 0))
+    assert dataset.fingerprint(ds).unreadable == 0 and dataset.fingerprint(ds).notes() == ()
+
+
+def test_only_unreadable_images_is_one_line(copy):
+    train = copy.parent / "images" / "train"
+    for p in train.glob("*.jpg"):
+        p.write_bytes(b"")
+    with pytest.raises(UsageError, match="none of the .* train images tried can be read"):
+        dataset.fingerprint(dataset.load(copy))
+
+
+def test_names_keys_must_be_class_indices(copy):
+    copy.write_text(copy.read_text().split("names:")[0] + "names: {0: a, x: b}\n")
+    with pytest.raises(UsageError, match="keys must be integers"):
+        dataset.load(copy)

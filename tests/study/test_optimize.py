@@ -130,7 +130,7 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     assert len(running) == 1
     done = run_cli(*argv[3:], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert f"trial(s) {running[0].number} were interrupted" in done.stderr
+    assert f"trial(s) {running[0].number} ended early (interrupted or killed): retried" in done.stderr
     study = _study(url)
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 3
     (failed,) = study.get_trials(states=(TrialState.FAIL,))

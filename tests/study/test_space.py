@@ -100,3 +100,32 @@ def test_domain_text_is_what_the_user_wrote():
     assert space.Domain(choices=(True, False)).text() == "[on, off]"
     assert space.Domain(low=320, high=640, step=32).text() == "320..640 step 32"
     assert space.Domain(low=0, high=8).text() == "0..8"
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("workers: {low: 0, high: 100000000}", "workers must be at most"),
+        ("batch: {low: 1, high: 1000000000000}", "batch must be at most 4096"),
+        ("batch: [8, 100000]", "batch must be at most 4096"),
+        ("imgsz: {low: 320, high: 1048576}", "imgsz must be at most 8192"),
+        ("imgsz: {low: 320, high: 640, step: 1}", "step must be a multiple of 32"),
+        ("freeze: {low: 0, high: 10, step: true}", "positive integer step"),
+        ("batch: {low: 1, high: '" + "9" * 5000 + "'}", "batch must be an integer"),
+    ],
+)
+def test_ranges_and_values_are_bounded(tmp_path, text, match):
+    f = tmp_path / "space.yaml"
+    f.write_text(text + "\n")
+    with pytest.raises(UsageError, match=match) as info:
+        space.load_file(str(f))
+    assert len(str(info.value)) < 400
+
+
+def test_space_file_alias_bomb_is_refused(tmp_path):
+    f = tmp_path / "space.yaml"
+    lines = ["a: &a [8, 8, 8, 8, 8, 8, 8, 8, 8]"]
+    lines += [f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]" for p, n in zip("abcdefgh", "bcdefghi")]
+    f.write_text("\n".join(lines) + "\nbatch: *i\n")
+    with pytest.raises(UsageError, match="aliases would expand"):
+        space.load_file(str(f))

@@ -82,3 +82,41 @@ def _space(tmp_path):
     path = tmp_path / "space.yaml"
     path.write_text("imgsz: [96, 128]\ncache: [none, ram, disk]\n")
     return path
+
+
+PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
+
+
+def test_a_warm_start_source_is_read_only_and_never_changed(demo_yaml, tmp_path):
+    from speedopt.errors import UsageError
+    from speedopt.study import SearchConfig, plan
+
+    fid = dataset.fingerprint(dataset.load(demo_yaml)).id
+    _source(tmp_path / "big.db", fid)
+    before = (tmp_path / "big.db").read_bytes()
+    config = SearchConfig(data=str(demo_yaml), device="cpu", quality="off", warm_start=f"{tmp_path / 'big.db'}::big-h200")
+    warm = plan(config).protocol.warm_start
+    assert warm is not None and warm.configs  # read, adapted to this space
+    assert (tmp_path / "big.db").read_bytes() == before
+    (tmp_path / "other.db").write_bytes(b"")  # an empty file: not a storage, and it stays empty
+    with pytest.raises(UsageError, match="holds no Optuna storage"):
+        plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", warm_start=f"{tmp_path / 'other.db'}::x"))
+    assert (tmp_path / "other.db").stat().st_size == 0
+
+
+@pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
+def test_a_warm_start_url_is_stored_without_its_password(demo_yaml, tmp_path):
+    from speedopt.study import SearchConfig, plan
+
+    assert PG is not None
+    name = f"warm-src-{os.getpid()}"
+    source = optuna.create_study(study_name=name, storage=PG, direction="maximize")
+    source.add_trial(create_trial(state=TrialState.COMPLETE, value=9.0, user_attrs={
+        "status": "ok", "images_per_s": 9.0, "feasible": True, "config": Knobs("yolov5n", 64, 4, 0, "ram").to_dict()}))
+    head, _, tail = PG.partition("@")
+    secret = "hunter2-secret"
+    with_password = f"{head}:{secret}@{tail}"  # the test server trusts loopback: any password connects
+    proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", warm_start=f"{with_password}::{name}")).protocol
+    assert proto.warm_start is not None and len(proto.warm_start.configs) == 1
+    stored = str(proto.to_attrs())
+    assert secret not in stored and f"{head}:***@{tail}::{name}" in stored

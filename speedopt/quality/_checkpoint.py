@@ -1,0 +1,121 @@
+"""Look inside a torch checkpoint without running it: how ``--weights`` is checked at plan time.
+
+A ``.pt`` file is a pickle, and unpickling calls whatever the file names: ``torch.load(...,
+weights_only=False)`` of a crafted checkpoint runs its code, here in speedopt's own process before
+any trial's sandbox. ``weights_only=True`` is no way out: a YOLO checkpoint pickles whole
+``DetectionModel`` objects, which it refuses. So :func:`peek` never unpickles for real: every
+class or function the pickle names resolves to an inert stand-in (:class:`_Inert`) that records
+the name and accepts any arguments, and tensors' storages are never read. What comes back is the
+top-level keys and the set of names the file refers to; :func:`foreign` says which name no
+Ultralytics or yolov5 checkpoint needs. The trainer itself loads the file later, inside the trial's
+child process, as the user's own training run would.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+_TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER (the legacy, non-zip format)
+_MAX_PICKLE = 256 << 20  # a YOLO checkpoint's pickle (storages apart) is a few hundred kB
+
+#: Packages a YOLO checkpoint's classes come from (any module inside; plain names only).
+_PACKAGES = ("torch", "numpy", "ultralytics", "yolov5", "models", "utils")
+#: Standard-library names a checkpoint's plain data may need.
+_STDLIB = {
+    "builtins": {"set", "frozenset", "slice", "range", "complex", "bytearray", "bytes", "object"},
+    "__builtin__": {"set", "frozenset", "slice", "complex", "bytearray", "object"},  # protocol 2's name for builtins
+    "collections": {"OrderedDict", "defaultdict", "deque"},
+    "_codecs": {"encode"},  # how protocol 2 pickles bytes (numpy arrays)
+    "copyreg": {"_reconstructor"},
+    "copy_reg": {"_reconstructor"},
+    "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
+    "argparse": {"Namespace"},
+    "types": {"SimpleNamespace"},
+    "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath", "PureWindowsPath"},
+}
+
+
+class _Inert:
+    """Stands in for every class and function a pickle names: building, calling or filling it runs nothing."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> _Inert:
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
+        return _Inert()
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def append(self, item: Any) -> None:
+        pass
+
+    def extend(self, items: Any) -> None:
+        pass
+
+
+class _Reader(pickle.Unpickler):
+    """An unpickler whose every global is :class:`_Inert` and every persistent id (a storage) too."""
+
+    def __init__(self, file: IO[bytes], names: set[tuple[str, str]]):
+        super().__init__(file)
+        self.names = names
+
+    def find_class(self, module: str, name: str) -> Any:
+        self.names.add((module, name))
+        return _Inert
+
+    def persistent_load(self, pid: Any) -> Any:
+        return _Inert  # a storage, or (legacy format) a module's class: the class serves as both
+
+
+@dataclass(frozen=True)
+class Peek:
+    """What a checkpoint holds, read without running it."""
+
+    keys: frozenset[str]  # the top-level dict's keys (empty when the top level is not a dict)
+    names: frozenset[tuple[str, str]]  # every (module, name) the pickle refers to
+
+
+def peek(path: Path) -> Peek:
+    """The keys and referenced names of a torch checkpoint (zip or legacy format); ValueError when it is none."""
+    names: set[tuple[str, str]] = set()
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            pickles = [i for i in archive.infolist() if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1]
+            if len(pickles) != 1:
+                raise ValueError("a zip file, but not a torch checkpoint (no single <archive>/data.pkl)")
+            if pickles[0].file_size > _MAX_PICKLE:
+                raise ValueError("its pickle is too large for a checkpoint")
+            top = _Reader(io.BytesIO(archive.read(pickles[0])), names).load()
+    else:
+        with open(path, "rb") as f:
+            if _Reader(f, names).load() != _TORCH_MAGIC:
+                raise ValueError("not a torch checkpoint (no torch magic number)")
+            _Reader(f, names).load()  # protocol version
+            _Reader(f, names).load()  # system info
+            top = _Reader(f, names).load()
+    keys = frozenset(k for k in top if isinstance(k, str)) if isinstance(top, dict) else frozenset()
+    return Peek(keys=keys, names=frozenset(names))
+
+
+def foreign(names: frozenset[tuple[str, str]]) -> str | None:
+    """The first referenced name (``module.name``) that no YOLO checkpoint needs, or None."""
+    for module, name in sorted(names):
+        package = module.split(".")[0]
+        plain = name.isidentifier()  # no dotted path: "os.system" inside an allowed module is refused
+        if plain and (package in _PACKAGES or name in _STDLIB.get(module, ())):
+            continue
+        return f"{module}.{name}"
+    return None

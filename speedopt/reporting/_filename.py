@@ -1,0 +1,88 @@
+"""Files named after something speedopt did not name: a study (``--study``, or one arriving in an
+imported export) becomes ``reports/<study>.md``, ``<study>.csv`` and the figure folder ``<study>/``.
+
+Such a name may hold ``../``, be absolute, hold a NUL byte or be thousands of characters long, so it
+never becomes a path as it is: :func:`safe_name` maps it to one plain file name (a name that had to
+change gets a short hash, so two studies never share files), and :func:`inside` refuses a path that
+resolves outside its folder (a symbolic link planted where a report goes). :func:`report_files`
+applies both, and checks the folder can be written before a report spends minutes timing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from speedopt.errors import UsageError
+
+MAX_STEM = 80  # characters kept of a name; well under any filesystem's 255-byte limit, with the hash
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one file name: ASCII letters, digits, ``.``, ``_`` and ``-``, no leading dot or dash, at
+    most :data:`MAX_STEM` characters. A name that is already one is kept as it is; any other gets its
+    slug plus ``-`` and 8 hex digits of its SHA-256 (``../escape/x`` -> ``escape-x-1b2c3d4e``)."""
+    slug = _UNSAFE.sub("-", name).strip(".-")[:MAX_STEM].strip(".-")
+    if slug and slug == name:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{slug or 'study'}-{digest}"
+
+
+def inside(folder: Path, name: str) -> Path:
+    """``folder / name``, after checking that it resolves to an entry of ``folder`` itself (``name`` is one
+    plain file name, and no symbolic link there leads elsewhere); UsageError otherwise."""
+    path = folder / name
+    real, home = path.resolve(), folder.resolve()
+    if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", "..") or real.parent != home:
+        raise UsageError(
+            f"refusing to write {path}: it resolves to {real}, outside {home}; remove that link or pass another --out"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """Where one study's report goes: the markdown, the trial table, the figure folder, and the folder's
+    name as the markdown links to it."""
+
+    markdown: Path
+    csv: Path
+    figures: Path
+    link: str
+
+
+def _writable(folder: Path) -> Path:
+    """``folder``, created if missing, after proving a file can be written in it (UsageError otherwise)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".speedopt-write-check-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the report in {folder}: {exc.strerror or exc}; "
+            "pass --out to a folder you can write (speedopt report --out DIR)"
+        ) from None
+    return folder
+
+
+def report_files(out_dir: Path, study_name: str) -> ReportFiles:
+    """The report's files for ``study_name`` in ``out_dir`` (checked writable), each named safely and
+    inside ``out_dir``; the figure folder is created."""
+    stem = safe_name(study_name)
+    folder = _writable(out_dir)
+    figures = inside(folder, stem)
+    files = ReportFiles(inside(folder, f"{stem}.md"), inside(folder, f"{stem}.csv"), figures, stem)
+    try:
+        figures.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the report's figures in {figures}: {exc.strerror or exc}; pass --out to a folder you can write"
+        ) from None
+    return files

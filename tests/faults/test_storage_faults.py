@@ -1,0 +1,445 @@
+"""Faulty and hostile storages: passwords in URLs, typo'd paths, files that are not storages, damaged
+SQLite and journal files, read-only folders, missing drivers, searches started at the same moment,
+Ctrl-C at the baseline, and a worker killed mid-trial.
+
+Each case runs the real CLI and checks what the user sees (one line naming the problem and the fix,
+exit 2, no traceback, no password) and what it leaves (the storage file byte for byte, no new folders,
+nothing in the temp folder). Cases that run a real trainer are ``slow``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from tests.conftest import free_port
+from tests.faults.conftest import Faults, freeze, no_traceback, one_line_error
+
+PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
+SECRET = "S3cr3t-pw"
+BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
+# The smallest real search: quality off, no finals, tiny images.
+TINY = ["--quality", "off", "--steps", "3", "--warmup", "1", "--device", "cpu", "--baseline", BASELINE, "--no-report"]
+
+
+def _closed_port_url(scheme: str = "postgresql") -> str:
+    """A server URL with a password that nothing listens on: the connection is refused at once."""
+    return f"{scheme}://alice:{SECRET}@127.0.0.1:{free_port()}/speedopt"
+
+
+def _no_secret(done: subprocess.CompletedProcess) -> None:
+    everything = done.stdout + done.stderr
+    assert SECRET not in everything, everything[-2000:]
+
+
+def _env(faults: Faults) -> dict[str, str]:
+    """torch's inductor cache beside the sandbox, not in its temp folder (a trainer run is not the point)."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(faults.root / "inductor")}
+
+
+def _optuna_storage(path: Path, trials: int = 3) -> str:
+    """A real Optuna SQLite storage with one study and ``trials`` complete trials."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"sqlite:///{path}"
+    study = optuna.create_study(study_name="kept", storage=url, direction="maximize")
+    for i in range(trials):
+        study.add_trial(optuna.trial.create_trial(value=float(i), params={"x": i},
+                                                  distributions={"x": optuna.distributions.IntDistribution(0, 999)}))
+    return url
+
+
+def _study(url: str, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=url)
+
+
+# --- 5: a password in a storage URL is never printed -------------------------------------------------
+
+READ_COMMANDS = {
+    "studies": ["studies"],
+    "best": ["best"],
+    "report": ["report"],
+    "worker": ["worker", "--study", "any"],
+    "export": ["export", "--study", "any", "-o", "{root}/out.db"],
+    "dashboard": ["dashboard", "--port", "{port}"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(READ_COMMANDS))
+def test_a_refused_connection_never_prints_the_password(faults: Faults, command: str) -> None:
+    args = [a.format(root=faults.root, port=free_port()) for a in READ_COMMANDS[command]]
+    faults.watch(faults.root)
+    done = faults.run(*args, "--storage", _closed_port_url())
+    line = one_line_error(done, "alice:***@127.0.0.1", "refused")
+    _no_secret(done)
+    assert "speedopt" in line
+    faults.unchanged()
+
+
+def test_search_never_prints_the_password_of_its_storage(faults: Faults) -> None:
+    data = faults.dataset()
+    faults.watch(faults.root)
+    done = faults.run("search", "--data", str(data), "--storage", _closed_port_url(), *TINY, env=_env(faults))
+    one_line_error(done, "alice:***@", "refused")
+    _no_secret(done)
+    faults.unchanged()
+
+
+def test_a_url_sqlalchemy_cannot_parse_is_quoted_without_its_password(faults: Faults) -> None:
+    done = faults.run("studies", "--storage", f"postgresql://alice:{SECRET}@127.0.0.1:notaport/db")
+    one_line_error(done, "cannot open storage", "alice:***@")
+    _no_secret(done)
+
+
+@pytest.mark.parametrize("url", [f"postgresql+psycopg2://alice:{SECRET}@127.0.0.1/db", f"mysql://alice:{SECRET}@127.0.0.1/db"])
+def test_a_missing_database_driver_is_one_line_with_the_install(faults: Faults, url: str) -> None:
+    done = faults.run("studies", "--storage", url)
+    one_line_error(done, "missing database driver", "pip install")
+    _no_secret(done)
+
+
+@pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
+def test_a_wrong_database_on_a_real_server_is_one_line_without_the_password(faults: Faults) -> None:
+    assert PG is not None
+    head, _, tail = PG.partition("@")
+    url = f"{head}:{SECRET}@{tail.rsplit('/', 1)[0]}/no_such_database"
+    done = faults.run("studies", "--storage", url)
+    one_line_error(done, "no_such_database", ":***@")
+    _no_secret(done)
+
+
+# --- 11: read-only commands never create a storage ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+@pytest.mark.parametrize("command", sorted(READ_COMMANDS))
+def test_a_mistyped_storage_path_is_refused_and_nothing_is_created(faults: Faults, command: str, kind: str) -> None:
+    missing = faults.root / "no" / "such" / "dir" / ("x.db" if kind == "sqlite" else "x.log")
+    url = f"sqlite:///{missing}" if kind == "sqlite" else str(missing)
+    args = [a.format(root=faults.root, port=free_port()) for a in READ_COMMANDS[command]]
+    faults.watch(faults.root)
+    one_line_error(faults.run(*args, "--storage", url), "no storage at", str(missing), "speedopt search")
+    assert not (faults.root / "no").exists()
+    faults.unchanged()
+
+
+def test_the_default_storage_is_not_created_by_studies(faults: Faults) -> None:
+    faults.watch(faults.root)
+    one_line_error(faults.run("studies"), "no storage at", "studies/speedopt.db")
+    assert not (faults.work / "studies").exists()
+    faults.unchanged()
+
+
+def test_a_server_database_without_optuna_tables_is_not_filled_by_a_read(faults: Faults) -> None:
+    if not PG:
+        pytest.skip("no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
+    import sqlalchemy
+
+    base = PG.rsplit("/", 1)[0]
+    name = f"empty_{os.getpid()}"
+    admin = sqlalchemy.create_engine(f"{base}/postgres", isolation_level="AUTOCOMMIT")
+    with admin.connect() as db:
+        db.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    try:
+        done = faults.run("studies", "--storage", f"{base}/{name}")
+        one_line_error(done, "no storage at", "no Optuna tables")
+        engine = sqlalchemy.create_engine(f"{base}/{name}")
+        assert sqlalchemy.inspect(engine).get_table_names() == []  # nothing written into it
+        engine.dispose()
+    finally:
+        with admin.connect() as db:
+            db.execute(sqlalchemy.text(f"DROP DATABASE {name}"))
+        admin.dispose()
+
+
+# --- 10 and 12: files that are not storages are refused and left as they were -------------------------
+
+
+def _unrelated_sqlite(path: Path) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE customers (id INTEGER, name TEXT)")
+        db.execute("INSERT INTO customers VALUES (1, 'ada')")
+    return path
+
+
+def test_import_of_an_unrelated_sqlite_file_leaves_it_untouched(faults: Faults) -> None:
+    other = _unrelated_sqlite(faults.root / "other.db")
+    faults.watch(other, faults.work)
+    one_line_error(faults.run("import", str(other), "--storage", f"sqlite:///{faults.work}/target.db"), "not an Optuna storage", "customers")
+    with sqlite3.connect(f"file:{other}?mode=ro", uri=True) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["customers"]
+    faults.unchanged()
+
+
+@pytest.mark.parametrize("command", ["studies", "search"])
+def test_an_unrelated_sqlite_file_as_storage_is_refused_not_filled(faults: Faults, command: str) -> None:
+    other = _unrelated_sqlite(faults.root / "other.db")
+    args = ["search", "--data", str(faults.dataset()), *TINY] if command == "search" else ["studies"]
+    faults.watch(faults.root)
+    one_line_error(faults.run(*args, "--storage", f"sqlite:///{other}", env=_env(faults)), "not an Optuna storage")
+    faults.unchanged()
+
+
+@pytest.mark.parametrize("content", [b"hello, not a database\n", b"SQLite format 3\x00" + b"\xff" * 200])
+def test_a_file_that_is_not_sqlite_is_refused(faults: Faults, content: bytes) -> None:
+    bogus = faults.root / "bogus.db"
+    bogus.write_bytes(content)
+    faults.watch(faults.root)
+    one_line_error(faults.run("studies", "--storage", f"sqlite:///{bogus}"), str(bogus), "speedopt export")  # the fix too
+    one_line_error(faults.run("import", str(bogus), "--storage", f"sqlite:///{faults.work}/t.db"), str(bogus), "speedopt export")
+    faults.unchanged()
+
+
+def test_a_truncated_storage_is_one_line_and_left_as_it_is(faults: Faults) -> None:
+    path = faults.root / "s.db"
+    _optuna_storage(path, trials=40)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    faults.watch(faults.root)
+    for args in (["studies", "--storage", f"sqlite:///{path}"], ["import", str(path), "--storage", f"sqlite:///{faults.work}/t.db"]):
+        done = faults.run(*args)
+        one_line_error(done, str(path), "restore it from a copy")
+    faults.unchanged()
+
+
+def test_an_empty_file_holds_no_storage(faults: Faults) -> None:
+    empty = faults.root / "empty.db"
+    empty.touch()
+    faults.watch(faults.root)
+    one_line_error(faults.run("studies", "--storage", f"sqlite:///{empty}"), "holds no Optuna storage")
+    assert empty.stat().st_size == 0
+    faults.unchanged()
+
+
+JOURNALS = {
+    "garbage": b"this is not a journal\nat all\n",
+    "broken-json": b'{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\n{"op_code": 5, \nmore\n',
+    "json-not-journal": b'{"hello": "world"}\n',
+}
+
+
+@pytest.mark.parametrize("case", sorted(JOURNALS))
+def test_a_corrupt_journal_is_one_line_for_studies_and_import(faults: Faults, case: str) -> None:
+    journal = faults.root / "j.log"
+    journal.write_bytes(JOURNALS[case])
+    faults.watch(faults.root)
+    one_line_error(faults.run("studies", "--storage", str(journal)), "not a readable Optuna journal", str(journal))
+    one_line_error(faults.run("import", str(journal), "--storage", f"sqlite:///{faults.work}/t.db"), "not a readable Optuna journal")
+    faults.unchanged()
+
+
+def test_a_storage_in_a_read_only_folder_is_one_line_for_search_and_still_readable(faults: Faults) -> None:
+    folder = faults.root / "frozen"
+    folder.mkdir()
+    url = _optuna_storage(folder / "s.db")
+    data = faults.dataset()
+    freeze(folder)
+    faults.watch(faults.root)
+    done = faults.run("search", "--data", str(data), "--storage", url, "--study", "new", "--trials", "1", *TINY, env=_env(faults))
+    one_line_error(done, "read-only", str(folder / "s.db"))
+    listed = faults.run("studies", "--storage", url)  # reading needs no write: it works
+    no_traceback(listed)
+    assert listed.returncode == 0 and "kept" in listed.stdout, listed.stderr
+    faults.unchanged()
+
+
+def test_a_worker_on_a_storage_in_a_read_only_folder_is_one_line(faults: Faults) -> None:
+    from speedopt.study import SearchConfig, plan
+
+    folder = faults.root / "frozen"
+    folder.mkdir()
+    url = _optuna_storage(folder / "s.db")
+    data = faults.dataset()
+    protocol = plan(SearchConfig(data=str(data), device="cpu", quality="off", baseline=BASELINE, trials=2)).protocol
+    study = optuna.create_study(study_name="joined", storage=url, direction="maximize")
+    for key, value in protocol.to_attrs().items():  # a study speedopt made, still short of its 2 trials
+        study.set_user_attr(key, value)
+    freeze(folder)
+    faults.watch(faults.root)
+    one_line_error(faults.run("worker", "--storage", url, "--study", "joined", env=_env(faults)), "read-only", str(folder / "s.db"))
+    faults.unchanged()
+
+
+@pytest.mark.parametrize("command", ["search", "studies"])
+def test_a_working_directory_without_write_permission_is_one_line(faults: Faults, command: str) -> None:
+    args = ["search", "--data", str(faults.dataset()), *TINY] if command == "search" else ["studies"]
+    freeze(faults.work)
+    faults.watch(faults.root)
+    one_line_error(faults.run(*args, env=_env(faults)), "studies/speedopt.db")
+    faults.unchanged()
+
+
+# --- hostile study names for storage operations -------------------------------------------------------
+
+BAD_NAMES = {"empty": "", "blank": "   ", "newline": "a\nb", "escape": "a\x1b[31mred", "long": "n" * 600,
+             "probe-cache": "speedopt-probe-cache"}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_NAMES))
+def test_a_study_name_no_storage_can_hold_is_refused_before_any_storage(faults: Faults, case: str) -> None:
+    data = faults.dataset()
+    faults.watch(faults.root)
+    done = faults.run("search", "--data", str(data), "--study", BAD_NAMES[case], "--trials", "1", *TINY, env=_env(faults))
+    one_line_error(done, "--study" if case != "probe-cache" else "probe cache")
+    assert not (faults.work / "studies").exists()
+    faults.unchanged()
+
+
+# --- 13: searches started at the same moment on a new storage -------------------------------------------
+
+
+@pytest.mark.slow
+def test_searches_started_at_once_on_a_new_storage_wait_and_join(faults: Faults) -> None:
+    data = faults.dataset()
+    url = f"sqlite:///{faults.work}/new/s.db"
+    argv = [sys.executable, "-m", "speedopt", "search", "--data", str(data), "--storage", url, "--study", "race",
+            "--trials", "3", "--repeats", "0", *TINY]
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    procs = [subprocess.Popen(argv, cwd=faults.work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert "Traceback" not in out + err, err[-3000:]
+        assert p.returncode == 0, err[-3000:]
+    study = _study(url, "race")
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) >= 3
+    assert [t.user_attrs.get("role") for t in study.trials].count("baseline") == 1  # one creator: one baseline
+    assert not study.get_trials(states=(TrialState.FAIL, TrialState.RUNNING, TrialState.WAITING))
+    faults.unchanged()
+
+
+# --- 6 and 16a: Ctrl-C at the baseline ------------------------------------------------------------------
+
+
+def _wait_running(url: str, name: str, proc: subprocess.Popen, timeout: float = 120) -> optuna.trial.FrozenTrial:
+    """The first RUNNING trial of the study, polled from the storage while ``proc`` runs."""
+    deadline = time.monotonic() + timeout
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            running = _study(url, name).get_trials(states=(TrialState.RUNNING,))
+        except (KeyError, ValueError, optuna.exceptions.StorageInternalError):
+            running = []
+        if running and running[0].user_attrs.get("worker"):
+            return running[0]
+        time.sleep(0.1)
+    raise AssertionError("no trial started")
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_baseline_is_one_line_and_the_rerun_retries_the_baseline(faults: Faults) -> None:
+    data = faults.dataset()
+    url = f"sqlite:///{faults.work}/s.db"
+    # --repeats 2: the rerun's finals must name the baseline that actually ran.
+    args = ["search", "--data", str(data), "--storage", url, "--study", "cc", "--trials", "2", "--repeats", "2",
+            "--finalists", "1", *TINY]
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    proc = subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = _wait_running(url, "cc", proc)
+    assert running.number == 0 and running.user_attrs["role"] == "baseline"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "speedopt search: interrupted; run the same command to resume"
+    assert err.count("interrupted") == 1
+    trials = _study(url, "cc").trials
+    assert [(t.number, t.state) for t in trials] == [(0, TrialState.FAIL), (1, TrialState.WAITING)]
+    assert trials[1].user_attrs == {"role": "baseline"} and trials[1].params == trials[0].params
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "speedopt.measure._child" in " ".join(p.info["cmdline"] or [])
+                and str(faults.tmp) in " ".join(p.info["cmdline"] or [])]
+
+    again = faults.run(*args, env=_env(faults), timeout=600)
+    no_traceback(again)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = _study(url, "cc")
+    base = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if t.user_attrs.get("role") == "baseline"]
+    assert [t.number for t in base] == [1] and base[0].user_attrs["status"] == "ok"
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2
+    assert "trial 0 retried as trial 1" in again.stdout  # the summary lists the trial that ended early
+    assert "trial 1 (baseline)" in again.stdout and "trial 0 (baseline)" not in again.stdout  # 16a
+    assert study.user_attrs["finals"]["trials"][0] == 1
+    faults.unchanged()
+
+
+# --- 19: a worker does not leave the study short while a killed worker's trial can be recovered ---------
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process and everything it started (its trial runs in a session of its own)."""
+    procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(signal.SIGKILL)
+    psutil.wait_procs(procs, timeout=30)
+
+
+STORAGES = ["sqlite", pytest.param("postgres", marks=pytest.mark.skipif(not PG, reason="no PostgreSQL server (SPEEDOPT_TEST_POSTGRES)"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", STORAGES)
+def test_a_worker_recovers_the_trial_of_a_worker_killed_on_another_host(faults: Faults, kind: str) -> None:
+    data = faults.dataset()
+    url = f"sqlite:///{faults.work}/s.db" if kind == "sqlite" else str(PG)
+    name = f"killed-{os.getpid()}-{time.time_ns()}"
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    seeded = faults.run("search", "--data", str(data), "--storage", url, "--study", name, "--trials", "1", "--repeats", "0",
+                        *TINY, env=_env(faults))
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+    _study(url, name).set_user_attr("trials", 3)
+
+    doomed = subprocess.Popen([sys.executable, "-m", "speedopt", "worker", "--storage", url, "--study", name],
+                              cwd=faults.work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    running = _wait_running(url, name, doomed)
+    _kill_tree(doomed.pid)
+    doomed.wait()
+    # The killed worker ran on another node: only its heartbeat going stale can tell that it is gone.
+    study = _study(url, name)
+    study._storage.set_trial_user_attr(running._trial_id, "worker", {**running.user_attrs["worker"], "host": "another-node"})
+
+    done = faults.run("worker", "--storage", url, "--study", name, env=_env(faults), timeout=600)
+    no_traceback(done)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = _study(url, name)
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 3, [(t.number, t.state) for t in study.trials]
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    (failed,) = study.get_trials(states=(TrialState.FAIL,))
+    assert failed.number == running.number
+    (retry,) = [t for t in study.trials if t.system_attrs.get("failed_trial") == failed.number]
+    assert retry.params == failed.params  # the same knobs; measured, or pruned when this worker measured them meanwhile
+    assert retry.state == TrialState.COMPLETE or retry.user_attrs.get("duplicate_of") is not None
+    assert f"trial {failed.number} retried as trial {retry.number}" in done.stdout  # the summary says so
+    assert "3 of 3 complete" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_report_lists_a_trial_that_ended_early(faults: Faults) -> None:
+    data = faults.dataset()
+    url = f"sqlite:///{faults.work}/s.db"
+    args = ["search", "--data", str(data), "--storage", url, "--study", "rep", "--trials", "1", "--repeats", "0", *TINY]
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    proc = subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_running(url, "rep", proc)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    assert faults.run(*args, env=_env(faults)).returncode == 0
+    done = faults.run("report", "--storage", url, "--study", "rep", "--out", str(faults.work / "r"), env=_env(faults), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = Path(done.stdout.strip().splitlines()[-1]).read_text()
+    assert "1 ended early (trial 0 retried as trial 1)" in text
+    assert "| 0 | baseline | interrupted (Ctrl-C) | trial 1 |" in text
