@@ -11,6 +11,7 @@ import pytest
 
 from speedopt import data as demo_data
 from speedopt.measure._hostlock import LOCK_ENV
+from speedopt.measure._leftovers import STATE_ENV
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,6 +21,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if LOCK_ENV not in os.environ:
         os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix="speedopt-test-lock-")) / "measure.lock")
+    if STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
+        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="speedopt-test-state-")
 
 # Trials in tests are tiny: small images, a few steps. Real trainer, real data, CPU.
 TINY = ["--model", "yolov5n", "--imgsz", "128", "--batch", "4", "--steps", "3", "--warmup", "1", "--device", "cpu"]

@@ -21,9 +21,11 @@ from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
 from speedopt.measure import (
     adjust_to_device,
+    check_lock,
     check_protocol,
     checkout_path,
     installed_engine,
+    positive,
     ram_available,
     ram_cache_need,
     ram_limit_bytes,
@@ -57,8 +59,9 @@ def plan(config: SearchConfig) -> SearchPlan:
         raise UsageError(f"--trials must be at least 1, got {config.trials}")
     if config.study is not None:
         check_study_name(config.study)
-    if config.timeout_s is not None and config.timeout_s <= 0:
-        raise UsageError(f"--timeout must be positive seconds, got {config.timeout_s:g}")
+    if config.timeout_s is not None:
+        positive(config.timeout_s, "--timeout", "seconds")
+    check_lock()  # a planted link or someone else's lock folder: one line now, not at the first trial
     check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
     if config.finalists < 1:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")

@@ -160,7 +160,7 @@ def test_a_ram_limit_that_is_no_number_of_bytes_is_refused(faults, value):
     faults.unchanged()
 
 
-@pytest.mark.parametrize("option", ["--trial-timeout", "--ram-limit"])
+@pytest.mark.parametrize("option", ["--trial-timeout", "--ram-limit", "--timeout"])
 def test_search_refuses_the_same_values_with_the_same_check(faults, option):
     data = faults.dataset()
     faults.watch(data.parent)
