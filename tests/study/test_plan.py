@@ -50,7 +50,7 @@ def test_a_study_speedopt_did_not_make_has_no_protocol():
     "change, says",
     [
         ({"trials": 0}, "--trials must be at least 1"),
-        ({"timeout_s": -1.0}, "--timeout must be positive"),
+        ({"timeout_s": -1.0}, "--timeout must be a positive, finite number"),
         ({"trial_timeout_s": 0.0}, "--trial-timeout must be a positive"),
         ({"steps": 1}, "--steps must be at least 2"),
         ({"ram_limit_gb": -2.0}, "--ram-limit must be a positive"),
