@@ -323,7 +323,11 @@ def test_searches_started_at_once_on_a_new_storage_wait_and_join(faults: Faults)
 
 
 def _wait_running(url: str, name: str, proc: subprocess.Popen, timeout: float = 120) -> optuna.trial.FrozenTrial:
-    """The first RUNNING trial of the study, polled from the storage while ``proc`` runs."""
+    """The first trial of the study still RUNNING a second after it started, polled while ``proc`` runs.
+
+    A proposal that repeats a measured config is pruned at once (``duplicate_of``): a trial that is
+    still running a second later is being measured, whatever the sampler proposed first.
+    """
     deadline = time.monotonic() + timeout
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     while time.monotonic() < deadline:
@@ -333,7 +337,11 @@ def _wait_running(url: str, name: str, proc: subprocess.Popen, timeout: float = 
         except (KeyError, ValueError, optuna.exceptions.StorageInternalError):
             running = []
         if running and running[0].user_attrs.get("worker"):
-            return running[0]
+            time.sleep(1.0)
+            again = _study(url, name).trials[running[0].number]
+            if again.state == TrialState.RUNNING:
+                return again
+            continue
         time.sleep(0.1)
     raise AssertionError("no trial started")
 
