@@ -145,18 +145,12 @@ def _crafted(path: Path, module: str, name: str, args: tuple[str, ...], legacy: 
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
-def test_a_timeout_that_never_fires_is_refused(faults, value):
+@pytest.mark.parametrize("option", ["--timeout", "--ram-limit"])
+def test_a_trial_refuses_a_timeout_or_ram_limit_that_is_no_finite_number(faults, option, value):
+    """A nan timeout never fires; a nan or inf RAM limit is no number of bytes."""
     data = faults.dataset()
     faults.watch(data.parent)
-    one_line_error(faults.run("trial", "--data", str(data), *FAST, "--timeout", value), "--timeout", "finite")
-    faults.unchanged()
-
-
-@pytest.mark.parametrize("value", ["nan", "inf"])
-def test_a_ram_limit_that_is_no_number_of_bytes_is_refused(faults, value):
-    data = faults.dataset()
-    faults.watch(data.parent)
-    one_line_error(faults.run("trial", "--data", str(data), *FAST, "--ram-limit", value), "--ram-limit", "finite")
+    one_line_error(faults.run("trial", "--data", str(data), *FAST, option, value), option, "finite")
     faults.unchanged()
 
 
