@@ -201,6 +201,13 @@ def _sqlite_tables(path: Path) -> set[str]:
         raise UsageError(f"{path} is a damaged SQLite database ({exc}); restore it from a copy, or {_POINT}") from None
 
 
+def _optuna_schema() -> frozenset[str]:
+    """Every table Optuna's RDB storage creates (``alembic_version`` included)."""
+    from optuna.storages._rdb import models
+
+    return frozenset(models.BaseModel.metadata.tables) | {"alembic_version"}
+
+
 def _check_sqlite(path: Path, need: Need) -> None:
     _check_file(path, need, "SQLite")
     if not path.exists():
@@ -208,8 +215,8 @@ def _check_sqlite(path: Path, need: Need) -> None:
     tables = _sqlite_tables(path)
     if tables >= OPTUNA_TABLES:
         return
-    if not tables and need is Need.CREATE:
-        return  # an empty database: a new storage
+    if need is Need.CREATE and tables <= _optuna_schema():
+        return  # empty, or part of Optuna's schema: another search is creating it now (Optuna completes it)
     if not tables:
         raise UsageError(f"{path} holds no Optuna storage (an empty database); {_POINT}")
     shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
