@@ -52,18 +52,30 @@ def trial(
 
 
 
-def search(config: SearchConfig | str, *, view: View | None = None, **options: Any) -> SearchOutcome:
+def search(
+    config: SearchConfig | str,
+    *,
+    view: View | None = None,
+    on_prepare: Callable[[int, int, int], None] | None = None,
+    **options: Any,
+) -> SearchOutcome:
     """Run (or resume) a search: ``search("data.yaml", trials=10)`` or ``search(SearchConfig(...))``.
 
     ``options`` are the fields of :class:`~speedopt.study.SearchConfig`; ``view`` hears the search's
     progress (default: silent). The only command that creates a storage where none exists. Ctrl-C
     (``KeyboardInterrupt``) fails the running trial and re-enqueues it: the same call resumes.
+    With ``prepare`` (a copy format) the data knob's copies are made first; ``on_prepare(imgsz, done,
+    total)`` hears their progress.
     """
     if isinstance(config, str):
         config = SearchConfig(data=config, **options)
     elif options:
         raise TypeError("give either a SearchConfig or keyword options, not both")
-    return study.run(study.plan(config), view)
+    planned = study.plan(config)
+    if planned.to_prepare and planned.dataset is not None and planned.prepare_format:
+        study.make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)
+        planned = study.plan(config)  # finds the copies now, and records them in the study
+    return study.run(planned, view)
 
 
 def worker(storage: str, name: str, *, view: View | None = None) -> SearchOutcome:

@@ -16,6 +16,8 @@ from speedopt.errors import UsageError
 
 MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
 CACHE_MODES = ("none", "ram", "disk")
+#: ``original``: the dataset as given; ``resized``: the copy ``speedopt prepare`` made at the trial's imgsz.
+DATA_MODES = ("original", "resized")
 STRIDE = 32  # YOLOv5 P5 models: the largest stride, so imgsz must be a multiple of it
 MAX_FREEZE = 24  # YOLOv5 has 25 modules (0-9 backbone, 10-23 head, 24 Detect); the Detect layer must train
 # Sane maxima: far above any real run, low enough that a typo (or a hostile space file) cannot make
@@ -49,6 +51,7 @@ class Knobs:
     cache: str = "none"
     amp: bool = True
     freeze: int = 0
+    data: str = "original"  # DATA_MODES: the images the trainer reads (a resized copy is another data.yaml)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form, the one stored in results and study attrs."""
@@ -114,6 +117,8 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
         raise UsageError(f"imgsz must be at most {MAX_IMGSZ}, got {knobs.imgsz}; give a smaller image size")
     if knobs.cache not in CACHE_MODES:
         raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {knobs.cache!r}")
+    if knobs.data not in DATA_MODES:
+        raise UsageError(f"data must be one of {', '.join(DATA_MODES)}, got {shown(knobs.data)}")
     if not 0 <= knobs.freeze <= MAX_FREEZE - 1:
         raise UsageError(f"freeze must be between 0 and {MAX_FREEZE - 1} (layers from the input), got {knobs.freeze}")
     imgsz, note = round_imgsz(knobs.imgsz)
@@ -134,9 +139,13 @@ def parse_bool(text: str) -> bool:
 
 
 def knobs_text(knobs: Knobs) -> str:
-    """Compact one-line config: model imgsz batch workers cache amp freeze."""
+    """Compact one-line config: model imgsz batch workers cache amp freeze (and data=resized on a copy)."""
     amp = "on" if knobs.amp else "off"
-    return f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp} freeze={knobs.freeze}"
+    data = " data=resized" if knobs.data == "resized" else ""
+    return (
+        f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp} "
+        f"freeze={knobs.freeze}{data}"
+    )
 
 
 def value_text(value: Any) -> str:
@@ -158,6 +167,12 @@ def parse_value(knob: str, value: Any) -> Any:
         if text not in CACHE_MODES:
             raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {shown(value)}")
         return text
+    if knob == "data":
+        if text.lower() not in DATA_MODES:
+            raise UsageError(
+                f"data must be one of {', '.join(DATA_MODES)}, got {shown(value)} (resized: the copy `speedopt prepare` makes)"
+            )
+        return text.lower()
     if knob == "model":
         stem = Path(text).stem.lower()
         if stem in MODEL_SCALES and not Path(text).is_file():  # yolov5s.pt / yolov5s.yaml: same architecture

@@ -22,6 +22,7 @@ def test_imgsz_rounds_up_to_stride_and_says_so():
         ({"freeze": 99}, "freeze"),
         ({"model": "yolov9z"}, "unknown model"),
         ({"model": "missing.pt"}, "not found"),
+        ({"data": "thumbnails"}, "data must be one of original, resized"),
     ],
 )
 def test_bad_knobs_raise_one_line(change, match):
@@ -48,3 +49,14 @@ def test_parse_bool():
     assert parse_bool("on") is True and parse_bool("OFF") is False
     with pytest.raises(UsageError):
         parse_bool("maybe")
+
+
+def test_the_data_knob_reads_like_the_others_and_shows_only_when_resized():
+    from speedopt.knobs import knobs_text, parse_value
+
+    assert parse_value("data", "Resized") == "resized"
+    with pytest.raises(UsageError, match="speedopt prepare"):
+        parse_value("data", "small")
+    assert "data=resized" in knobs_text(Knobs(data="resized"))
+    assert "data=" not in knobs_text(Knobs())
+    assert Knobs.from_dict({"model": "yolov5n"}).data == "original"  # a record made before the knob existed

@@ -19,9 +19,15 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Prints the path of its data.yaml.",
     )
     parser.add_argument("dir", nargs="?", default="speedopt-demo", help="output folder (default: ./speedopt-demo)")
-    parser.add_argument("--train", type=integer, default=256, help="train images (default 256)")
-    parser.add_argument("--val", type=integer, default=64, help="val images (default 64)")
-    parser.add_argument("--size", default="640x480", help="image size WxH (default 640x480)")
+    parser.add_argument(
+        "--photos", action="store_true",
+        help=f"camera-like photos: {data.PHOTOS.width}x{data.PHOTOS.height} JPEG at quality {data.PHOTOS.quality}, "
+        f"{data.PHOTOS.train} train / {data.PHOTOS.val} val unless given: decoding them at full size every epoch, only to "
+        "shrink them to imgsz, is the case a pre-resized copy (speedopt prepare, search --prepare) fixes",
+    )
+    parser.add_argument("--train", type=integer, default=None, help="train images (default 256)")
+    parser.add_argument("--val", type=integer, default=None, help="val images (default 64)")
+    parser.add_argument("--size", default=None, help="image size WxH (default 640x480)")
     parser.add_argument("--seed", type=integer, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--format", default="jpg", choices=data.FORMATS,
@@ -31,8 +37,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    width, height = data.parse_size(args.size)
-    spec = data.DemoSpec(train=args.train, val=args.val, width=width, height=height, seed=args.seed, format=args.format)
-
+    base = data.PHOTOS if args.photos else data.DemoSpec()
+    width, height = data.parse_size(args.size) if args.size else (base.width, base.height)
+    spec = data.DemoSpec(
+        train=base.train if args.train is None else args.train, val=base.val if args.val is None else args.val,
+        width=width, height=height, seed=args.seed, format=args.format, quality=base.quality,
+    )
     print(data.generate(args.dir, spec))
     return 0

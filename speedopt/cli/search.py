@@ -92,6 +92,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start from another study: a storage URL or an exported .db/.log file, optionally ::STUDY; its best "
         "configs are adapted to this machine and run right after the baseline, its probes reused if the dataset matches",
     )
+    parser.add_argument(
+        "--prepare", default=None, choices=("jpg", "png", "npy"), metavar="FORMAT",
+        help="first make a resized copy of the dataset at each imgsz in the space (as `speedopt prepare` does; "
+        "resumable, reused by later searches) and search the data knob: original or resized. png and npy are "
+        "lossless, the very pixels the trainer would compute, so they are searched with --quality off too; "
+        "jpg (quality 100) is smaller and can change accuracy, so it is probed. Without --prepare, copies "
+        "already made are found and used",
+    )
     parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
     parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
     parser.add_argument(
@@ -140,7 +148,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
-        weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start,
+        weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
     )
 
 
@@ -148,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_of(args)
     quiet_optuna()
     err = Console(stderr=True)
-    result = speedopt.search(config, view=view_for(err))
+    result = speedopt.search(config, view=view_for(err), on_prepare=_prepare_printer(err))
     out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
     out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
     if result.stopped:
@@ -256,3 +264,23 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
             "short cannot tell signatures apart. Raise --probe-epochs/--probe-fraction or give --weights.",
             highlight=False,
         )
+
+
+def _prepare_printer(err: Console) -> Callable[[int, int, int], None]:
+    """Progress of --prepare: a line per tenth of each copy, with the measured images/s."""
+    import time
+
+    started: dict[int, float] = {}
+    said: dict[int, int] = {}
+
+    def show(imgsz: int, done: int, total: int) -> None:
+        now = time.perf_counter()
+        start = started.setdefault(imgsz, now)
+        tenth = 10 * done // max(1, total)
+        if said.get(imgsz) == tenth and done < total:
+            return
+        said[imgsz] = tenth
+        rate = done / (now - start) if now > start else 0.0
+        err.print(f"prepare: copy at imgsz={imgsz}: {done}/{total} images ({rate:.1f} images/s)", highlight=False)
+
+    return show

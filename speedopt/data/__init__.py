@@ -11,7 +11,19 @@ from speedopt.data._dataset import (
     load,
     sample_sizes,
 )
-from speedopt.data._demo import CLASSES, FORMATS, DemoSpec, generate, parse_size
+from speedopt.data._demo import CLASSES, FORMATS, PHOTOS, DemoSpec, generate, parse_size
+from speedopt.data._prepare import FORMATS as PREPARE_FORMATS
+from speedopt.data._prepare import (
+    MANIFEST,
+    PreparedCopy,
+    PrepareReport,
+    PrepareSpec,
+    check_spec,
+    default_out,
+    find_copy,
+    prepare,
+    source_id,
+)
 from speedopt.data._root import datasets_dir, resolution_env, write_trainer_yaml
 from speedopt.data._yamlfile import MAX_BYTES, read_yaml
 
@@ -23,6 +35,7 @@ __all__ = [
     "DatasetFingerprint",
     "DemoSpec",
     "FORMATS",
+    "PHOTOS",
     "SampledSizes",
     "datasets_dir",
     "estimate_ram_cache_bytes",
@@ -35,4 +48,14 @@ __all__ = [
     "resolution_env",
     "sample_sizes",
     "write_trainer_yaml",
+    "MANIFEST",
+    "PREPARE_FORMATS",
+    "PrepareReport",
+    "PrepareSpec",
+    "PreparedCopy",
+    "check_spec",
+    "default_out",
+    "find_copy",
+    "prepare",
+    "source_id",
 ]

@@ -34,6 +34,11 @@ class DemoSpec:
     height: int = 480
     seed: int = 0
     format: str = "jpg"  # jpg, or png: lossless and slow to decode, as large camera images are
+    quality: int = 90  # JPEG quality (a camera writes about 95)
+
+
+#: ``speedopt demo-data --photos``: what a camera writes, the decode-heavy case a pre-resized copy fixes.
+PHOTOS = DemoSpec(train=96, val=16, width=1920, height=1080, quality=95)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -103,6 +108,8 @@ def generate(root: str | Path, spec: DemoSpec = DemoSpec()) -> Path:
         raise UsageError(f"--train and --val must be at least 1, got {spec.train} and {spec.val}")
     if spec.train > MAX_IMAGES or spec.val > MAX_IMAGES:
         raise UsageError(f"--train and --val must be at most {MAX_IMAGES:,}, got {spec.train} and {spec.val}")
+    if not 1 <= spec.quality <= 100:
+        raise UsageError(f"JPEG quality must be between 1 and 100, got {spec.quality}")
     if spec.format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {spec.format!r}")
     parse_size(f"{spec.width}x{spec.height}")
@@ -134,10 +141,9 @@ def _write(root: Path, spec: DemoSpec) -> Path:
             image, lines = _draw_image(rng, spec.width, spec.height)
             name = images / f"{split}_{index:05d}.{spec.format}"
             if spec.format == "jpg":
-                image.save(name, quality=90)
+                image.save(name, quality=spec.quality)
             else:
                 image.save(name)
-
             (labels / f"{split}_{index:05d}.txt").write_text("\n".join(lines) + "\n")
     data = {
         "path": str(root),

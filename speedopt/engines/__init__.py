@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import importlib
 
-from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
+from speedopt.engines._base import (
+    Clock,
+    Engine,
+    EngineReport,
+    LabelCacheBuild,
+    ProbeRun,
+    ProbeScores,
+    SplitLabels,
+    TrainRun,
+)
 from speedopt.errors import UsageError
 
 _ENGINES = {
@@ -33,4 +42,15 @@ def get(name: str, yolov5_dir: str | None = None) -> Engine:
     return engine_class()
 
 
-__all__ = ["Clock", "Engine", "EngineReport", "NAMES", "ProbeRun", "ProbeScores", "TrainRun", "get"]
+__all__ = [
+    "Clock",
+    "Engine",
+    "EngineReport",
+    "LabelCacheBuild",
+    "NAMES",
+    "ProbeRun",
+    "ProbeScores",
+    "SplitLabels",
+    "TrainRun",
+    "get",
+]

@@ -6,12 +6,21 @@ to a step clock (:class:`~speedopt.measure.StepClock`), which stops training (by
 (process isolation, timeout, telemetry, the result) is the job runner's, shared by all engines.
 A new trainer is one new file: a subclass with :meth:`Engine.version` and :meth:`Engine.train`;
 the optional hooks do nothing by default, and what an engine can do beyond training is declared by
-its class flags (``supports_probe``, ``supports_validation_timing``), never detected.
+its class flags (``supports_probe``, ``supports_validation_timing``, ``supports_label_cache``), never detected.
+
+Label caches: a trial trains on a leading subset of the train images, whose label-cache hash never
+matches the cache of the full split, so the trainer would rescan the subset's labels in every trial
+(minutes on millions of images). An engine with ``supports_label_cache`` builds the trainer's own
+cache of the full splits once per study (:meth:`Engine.build_label_cache`: the very file the user's
+real run reuses) and, in a trial, takes the subset's labels from that file when it is still the one
+built (same trainer cache version, same stored hash, every subset image in it): no scan, and the
+full cache is never rewritten. A trial that must scan writes a subset's cache in its private folder.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +38,50 @@ class Clock(Protocol):
 
 
 @dataclass(frozen=True)
+class SplitLabels:
+    """One split's label cache, as the trainer's own dataset code built or found it (all on the full split)."""
+
+    split: str  # "train" or "val"
+    cache: str  # the trainer's cache file (absolute): the one the user's own run reads
+    images: int  # images the cache holds labels for
+    seconds: float  # building the split's dataset: the label scan (or the load of a valid cache)
+    reused: bool  # a valid cache was there already: nothing was scanned
+    hash: str  # the hash the trainer stored in the file: a trial trusts the file only while it still holds it
+    version: str  # the trainer's cache format version
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SplitLabels:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class LabelCacheBuild:
+    """The label caches of one data.yaml's train and val splits, built (or found valid) once."""
+
+    data_yaml: str
+    splits: tuple[SplitLabels, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.splits)
+
+    @property
+    def images(self) -> int:
+        return sum(s.images for s in self.splits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"data_yaml": self.data_yaml, "splits": [s.to_dict() for s in self.splits]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LabelCacheBuild:
+        return cls(str(data["data_yaml"]), tuple(SplitLabels.from_dict(s) for s in data.get("splits") or ()))
+
+
+@dataclass(frozen=True)
 class TrainRun:
     """What an engine trains: the knobs as they will run, on which data and device, where to write."""
 
@@ -40,6 +93,8 @@ class TrainRun:
     epochs: int  # nominal epochs of the full run: sets the LR schedule and optimizer as the real run would
     workdir: Path  # the trial's private folder; the engine writes run folders only here
     seed: int = 0
+    train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (listed once, by the parent)
+    label_caches: tuple[SplitLabels, ...] = ()  # full-split caches built for this data.yaml (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -52,6 +107,9 @@ class EngineReport:
     train_build_s: float | None = None  # building the train dataset: label scan and cache fill
     val_build_s: float | None = None
     val_images: int | None = None
+    label_scan_s: float | None = None  # set-up time spent scanning labels (0.0: every split's labels came from a cache)
+    image_bytes_mean: float | None = None  # the train images the trainer listed: mean file size
+    image_long_side: int | None = None  # and mean long side in pixels (decoded size), from their headers
 
 
 @dataclass(frozen=True)
@@ -84,6 +142,7 @@ class Engine(abc.ABC):
     install_hint: ClassVar[str] = ""  # how to install the trainer, for the "not installed" message
     supports_probe: ClassVar[bool] = False  # implements probe(): can judge accuracy (the mAP constraint)
     supports_validation_timing: ClassVar[bool] = False  # implements time_validation(): the projection's val pass
+    supports_label_cache: ClassVar[bool] = False  # implements build_label_cache(), and trials reuse what it built
     prefetch_batches: ClassVar[int] = 2  # batches each dataloader worker holds ready (torch's prefetch_factor)
 
     @abc.abstractmethod
@@ -106,7 +165,6 @@ class Engine(abc.ABC):
         the trainer inside its trials; the user's own run gets no patch). Checked without importing the trainer."""
         return ()
 
-
     def prepare(self, cache_dir: Path) -> None:
         """Run inside the job process before the job: offline set-up (local fonts, settings)."""
 
@@ -120,6 +178,12 @@ class Engine(abc.ABC):
         """Seconds of one validation pass on the val split as the trainer runs it each epoch, and the
         images validated; engines with ``supports_validation_timing`` implement it (the projection)."""
         raise NotImplementedError(f"the {self.name} engine cannot time a validation pass")
+
+    def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:
+        """Build (or find valid) the trainer's own label cache of the full train and val splits, where the
+        user's real run looks for it; engines with ``supports_label_cache`` implement it. ``workdir``: the
+        job's private folder (a trainer data.yaml may be written there, never into the dataset)."""
+        raise NotImplementedError(f"the {self.name} engine cannot build a label cache")
 
     @abc.abstractmethod
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:

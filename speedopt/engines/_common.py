@@ -1,15 +1,19 @@
 """What both engines share: version lookup, the frozen-layer scan, timing a trainer's validation pass,
-the "workers requested vs ran" note, and the device sync before a step's end is clocked."""
+the "workers requested vs ran" note, the device sync before a step's end is clocked, and taking a
+subset's labels from a full split's label cache."""
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
+from speedopt.engines._base import SplitLabels
 from speedopt.knobs import MODEL_SCALES
 
 T = TypeVar("T")
@@ -71,3 +75,67 @@ def sync(device: Any) -> None:
         import torch
 
         torch.cuda.synchronize(device)
+
+
+def built_cache(known: Iterable[SplitLabels], cache: str | os.PathLike[str]) -> SplitLabels | None:
+    """The full split's cache built for the study whose file is ``cache`` (compared as real paths), if any."""
+    key = os.path.realpath(cache)
+    return next((k for k in known if os.path.realpath(k.cache) == key), None)
+
+
+def built_split(known: Iterable[SplitLabels], split: str) -> SplitLabels | None:
+    """The full split's cache built for the study for ``split`` ("train", "val"), if any."""
+    return next((k for k in known if k.split == split), None)
+
+
+def subset_entries(by_file: Mapping[str, T], images: Sequence[str], msgs: Sequence[str]) -> tuple[list[tuple[str, T]], int] | None:
+    """The cache entries of ``images`` (a subset of the split the cache was built on), in order, and how many
+    of them the trainer dropped as corrupt (no entry, and the scan's messages name the file).
+
+    None when an image is neither: the cache is not of these files, so the trainer must scan them itself.
+    """
+    told = "\n".join(msgs)
+    picked: list[tuple[str, T]] = []
+    corrupt = 0
+    for image in images:
+        entry = by_file.get(image)
+        if entry is not None:
+            picked.append((image, entry))
+        elif image in told:
+            corrupt += 1
+        else:
+            return None
+    return picked, corrupt
+
+
+def trainer_paths(images: Sequence[str]) -> list[str]:
+    """Image paths spelled as a trainer lists a resolved split folder: each parent folder resolved once
+    (the trainers key their label caches by these strings; speedopt's listing may hold ``..`` or links)."""
+    parents: dict[str, str] = {}
+    out = []
+    for image in images:
+        path = Path(image)
+        parent = str(path.parent)
+        if parent not in parents:
+            parents[parent] = os.path.realpath(parent)
+        out.append(os.path.join(parents[parent], path.name))
+    return out
+
+
+def images_read(files: Sequence[str], sample: int = 30) -> tuple[float | None, int | None]:
+    """Mean file size (bytes, every file) and mean long side (pixels, from the headers of up to ``sample``
+    evenly spaced files) of the images a trainer listed: what a trial really read, not what was asked."""
+    from PIL import Image
+
+    if not files:
+        return None, None
+    sizes = [os.stat(f).st_size for f in files if os.path.exists(f)]
+    sides = []
+    for f in files[:: max(1, len(files) // sample)][:sample]:
+        try:
+            with Image.open(f) as im:
+                sides.append(max(im.size))
+        except (OSError, ValueError, SyntaxError):  # the trainer skips an unreadable image too
+            continue
+    mean_bytes = sum(sizes) / len(sizes) if sizes else None
+    return mean_bytes, round(sum(sides) / len(sides)) if sides else None

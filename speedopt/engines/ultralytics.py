@@ -14,7 +14,14 @@ and :func:`_patch_trainer` (one trainer instance):
 - ``trainer.build_dataset`` -> timed (the projection's one-time label scan and cache fill);
 - ``trainer.preprocess_batch`` -> counts the images of each batch (the last batch may be short);
 - ``trainer.validate`` -> timed (the projection's validation pass);
-- ``trainer.final_eval`` -> nothing, in probes (it validates best.pt, the same weights, again).
+- ``trainer.final_eval`` -> nothing, in probes (it validates best.pt, the same weights, again);
+- ``YOLODataset.cache_labels`` (the label scan) -> timed (a trial's ``label_scan_s``), and for a subset
+  (a trial's ``fraction=<count>``, a probe's fraction) written in the job's private folder: the trainer
+  names the cache after the label folder, so it would overwrite the user's full ``labels/train.cache``;
+- ``YOLODataset._load_or_scan_cache`` -> for a subset, first the full split's cache that the study's
+  labels job built (:meth:`UltralyticsEngine.build_label_cache`), when the file still holds the
+  recorded hash and trainer cache version and has every subset image: the subset's labels are taken
+  from it, nothing scanned, nothing written. Otherwise the trainer's own logic.
 
 A trial's window crosses an epoch end when the train set holds fewer images than its batches: the
 trainer then runs its epoch-end work (scheduler, EMA attributes, a new pass of the loader; with
@@ -31,8 +38,18 @@ from pathlib import Path
 from typing import Any
 
 from speedopt.data import resolution_env, write_trainer_yaml
-from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
-from speedopt.engines._common import frozen_prefix, model_argument, package_version, sync, timed, workers_note
+from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
+from speedopt.engines._common import (
+    built_cache,
+    frozen_prefix,
+    images_read,
+    model_argument,
+    package_version,
+    subset_entries,
+    sync,
+    timed,
+    workers_note,
+)
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.offline import place_font
 from speedopt.status import Status, TrialFinished, TrialRejected
@@ -86,10 +103,74 @@ def _patch_trainer(trainer: Any, images: dict[str, int] | None = None) -> tuple[
     return builds, validations
 
 
+def _is_subset(dataset: Any) -> bool:
+    """Whether the trainer built this dataset on part of its split (``fraction`` below all of it)."""
+    return getattr(dataset, "fraction", 1.0) != 1.0
+
+
+def _patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[float]) -> None:
+    """The label-cache patches of the dataset class (see the module docstring); ``scans`` gets each
+    scan's seconds. Applied once per job process: the originals are kept on the class."""
+    from ultralytics.data.dataset import YOLODataset
+
+    originals = YOLODataset.__dict__.get("_speedopt_originals")
+    if originals is None:
+        originals = (YOLODataset.cache_labels, getattr(YOLODataset, "_load_or_scan_cache", None))
+        YOLODataset._speedopt_originals = originals
+    scan, load_or_scan = originals
+
+    def cache_labels(self: Any, path: Path = Path("./labels.cache")) -> Any:
+        if _is_subset(self):  # never the user's full cache: a subset's goes in the job's folder
+            path = workdir / f"{Path(path).stem}-subset.cache"
+        started = time.perf_counter()
+        try:
+            return scan(self, path)
+        finally:
+            scans.append(time.perf_counter() - started)
+
+    YOLODataset.cache_labels = cache_labels
+    if load_or_scan is None:  # an Ultralytics without the hook: subsets scan (in the private folder)
+        return
+
+    def from_full_cache(self: Any, cache_path: Path, cache_hash: str) -> tuple[dict[str, Any], bool]:
+        full = built_cache(known, cache_path) if _is_subset(self) else None
+        if full is not None:
+            cache = _subset_cache(full, list(self.im_files), cache_hash)
+            if cache is not None:
+                return cache, True
+        own: tuple[dict[str, Any], bool] = load_or_scan(self, cache_path, cache_hash)
+        return own
+
+    YOLODataset._load_or_scan_cache = from_full_cache
+
+
+def _subset_cache(full: SplitLabels, im_files: list[str], cache_hash: str) -> dict[str, Any] | None:
+    """The subset's label cache taken from the full split's (see :func:`_patch_labels`), in the form
+    ``get_labels`` reads; None when the file is not the one the study built or lacks a subset image."""
+    from ultralytics.data.dataset import DATASET_CACHE_VERSION
+    from ultralytics.data.utils import load_dataset_cache_file
+
+    try:
+        cache = load_dataset_cache_file(Path(full.cache))
+    except Exception:  # missing, truncated, not a cache
+        return None
+    if cache.get("version") != DATASET_CACHE_VERSION or str(cache.get("version")) != full.version or cache.get("hash") != full.hash:
+        return None
+    subset = subset_entries({lb["im_file"]: lb for lb in cache["labels"]}, im_files, cache.get("msgs") or ())
+    if subset is None:
+        return None
+    picked, corrupt = subset
+    labels = [label for _, label in picked]
+    found = sum(len(label["cls"]) > 0 for label in labels)
+    results = (found, 0, len(labels) - found, corrupt, len(im_files))  # found, missing, empty, corrupt, total
+    return {"labels": labels, "hash": cache_hash, "version": cache["version"], "msgs": [], "results": results}
+
+
 class UltralyticsEngine(Engine):
     name = "ultralytics"
     supports_probe = True
     supports_validation_timing = True
+    supports_label_cache = True
     prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
 
     def version(self) -> str | None:
@@ -136,17 +217,46 @@ class UltralyticsEngine(Engine):
         trainer.train()
         return spent[-1], len(trainer.test_loader.dataset)
 
+    def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:
+        # The trainer's own dataset builder on the full splits, with the data dict its trainer makes from
+        # the same resolved data.yaml as a trial's: the cache file and its hash are the real run's.
+        from ultralytics.cfg import get_cfg
+        from ultralytics.data import build_yolo_dataset
+        from ultralytics.data.utils import check_det_dataset, load_dataset_cache_file
+
+        data = check_det_dataset(_trainer_data(data_yaml, workdir))
+        cfg = get_cfg(overrides={"task": "detect"})
+        scans: list[float] = []
+        _patch_labels(workdir, (), scans)
+        splits = []
+        for split in ("train", "val"):
+            before, started = len(scans), time.perf_counter()
+            dataset = build_yolo_dataset(cfg, data[split], 16, data, mode=split, stride=32)
+            seconds = time.perf_counter() - started
+            cache = Path(dataset.label_files[0]).parent.with_suffix(".cache")
+            try:
+                stored = load_dataset_cache_file(cache)
+            except Exception:
+                raise RuntimeError(f"the trainer wrote no label cache at {cache} (is {cache.parent} writable?)") from None
+            splits.append(
+                SplitLabels(split, str(cache.resolve()), len(dataset.labels), seconds, len(scans) == before, str(stored["hash"]), str(stored["version"]))
+            )
+        return LabelCacheBuild(data_yaml, tuple(splits))
+
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         from ultralytics.models.yolo.detect import DetectionTrainer
         from ultralytics.utils import callbacks
 
         knobs = run.knobs
         _patch_module()
+        scans: list[float] = []
+        _patch_labels(run.workdir, run.label_caches, scans)
         seen: dict[str, Any] = {}  # filled by the hooks below
         images = {"last": knobs.batch}
 
         def check_setup(trainer: Any) -> None:
             dataset = trainer.train_loader.dataset
+            seen["im_files"] = list(dataset.im_files)
             seen["as_run"] = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
             if knobs.cache != "none" and dataset.cache != knobs.cache:
@@ -190,6 +300,8 @@ class UltralyticsEngine(Engine):
             train_build_s=builds.get("train"),
             val_build_s=builds.get("val"),
             val_images=len(trainer.test_loader.dataset),
+            label_scan_s=float(sum(scans)),
+            **_images_read(seen),
         )
 
 
@@ -234,6 +346,7 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
 
     knobs = run.knobs
     _patch_module()
+    _patch_labels(run.workdir, (), [])  # a probe's subset never overwrites the user's label cache
     overrides = {
         "model": model_argument(knobs.model),
         "pretrained": run.weights or False,
@@ -280,4 +393,11 @@ def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:
         cache=dataset.cache or "none",
         amp=bool(trainer.amp),
         freeze=freeze,
+        data=asked.data,  # which data.yaml the trainer got; images_read() reports what it read
     )
+
+
+def _images_read(seen: dict[str, Any]) -> dict[str, Any]:
+    """The EngineReport figures of the train images the trainer listed (see :func:`images_read`)."""
+    mean_bytes, long_side = images_read(seen.get("im_files") or [])
+    return {"image_bytes_mean": mean_bytes, "image_long_side": long_side}

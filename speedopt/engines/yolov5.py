@@ -26,12 +26,21 @@ Patches, all applied inside the job process only, to train.py's own namespace in
 - ``Loggers`` -> :class:`_NoLoggers` (wandb, comet, clearml and neptune log in over the network);
 - ``attempt_download_from_hub`` (the yolov5 package) -> nothing (asks the Hugging Face hub for --weights);
 - ``create_dataloader`` -> wrapped, to read back the train loader and dataset it built;
+- ``LoadImagesAndLabels.cache_labels`` (the label scan) -> timed (a trial's ``label_scan_s``);
 - ``validate.run`` -> timed, in validation-timing jobs; instant with zero scores in speed trials, whose
   window may cross an epoch end (see :func:`_no_validation`): the rest of train.py's epoch-end work
   (scheduler, EMA attributes, the loader's next pass) then lands in the next step, counted as waiting
   for data (see :class:`~speedopt.measure.StepClock`);
 
 - ``numpy.trapz`` -> ``numpy.trapezoid`` where NumPy 2.4 removed it (the classic metrics call it).
+
+Label caches: a trial's subset is a list file in its private folder (``train-subset.txt``), so train.py
+names the subset's label cache after it (``train-subset.cache``) and the user's ``labels/train.cache``
+is never written by a subset. Before train.py runs, that file is written from the full split's cache
+which the study's labels job built (:meth:`Yolov5Engine.build_label_cache`), when the file still
+holds the recorded hash and cache version and has every subset image: train.py then finds a valid
+cache for the subset and scans nothing. The subset's image paths come with the trial
+(``TrainRun.train_subset``): a trial lists no image folder itself.
 """
 
 from __future__ import annotations
@@ -40,8 +49,10 @@ import contextlib
 import dataclasses
 import importlib
 import inspect
+import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -50,9 +61,19 @@ from typing import Any
 import yaml
 
 from speedopt.command import train_py_args
-from speedopt.data import load
-from speedopt.engines._base import Clock, Engine, EngineReport, ProbeRun, ProbeScores, TrainRun
-from speedopt.engines._common import frozen_prefix, package_version, sync, timed, workers_note
+from speedopt.data import load, write_trainer_yaml
+from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
+from speedopt.engines._common import (
+    built_split,
+    frozen_prefix,
+    images_read,
+    package_version,
+    subset_entries,
+    sync,
+    timed,
+    trainer_paths,
+    workers_note,
+)
 from speedopt.engines.ultralytics import UltralyticsEngine
 from speedopt.errors import UsageError
 from speedopt.knobs import MODEL_SCALES, Knobs
@@ -121,6 +142,7 @@ class Yolov5Engine(Engine):
     install_hint = "pip install 'speedopt[yolov5]', or give --yolov5-dir PATH (a clone of ultralytics/yolov5)"
     supports_probe = True
     supports_validation_timing = True
+    supports_label_cache = True
 
     def __init__(self, yolov5_dir: str | None = None):
         self.root = checkout_root(yolov5_dir) if yolov5_dir else None
@@ -178,9 +200,9 @@ class Yolov5Engine(Engine):
                 "(the extra pins setuptools<81: the old code imports pkg_resources)"
             ) from exc
 
-    def _run_train_py(self, module: ModuleType, run: TrainRun, callbacks: Any, trial_only: list[str]) -> None:
+    def _run_train_py(self, module: ModuleType, run: TrainRun, callbacks: Any, trial_only: list[str], seen: dict[str, Any]) -> None:
         """train.py's own parser on the flags speedopt prints (plus ``trial_only``), then its main()."""
-        argv = train_py_args(_trial_data(run), run.knobs, device=run.device, epochs=run.epochs)
+        argv = train_py_args(_trial_data(run, seen["dataloaders"]), run.knobs, device=run.device, epochs=run.epochs)
         argv += ["--project", str(run.workdir), "--exist-ok", "--noplots", "--seed", str(run.seed), *trial_only]
         saved, sys.argv = sys.argv, ["train.py", *argv]
         try:
@@ -220,12 +242,12 @@ class Yolov5Engine(Engine):
         callbacks = module.Callbacks()
         callbacks.register_action("on_train_epoch_end", name="speedopt", callback=epoch_end)
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=fit_epoch_end)
-        images = _probe_images(run)
+        train_run = _probe_train_run(run)
         with self._training(seen):
             # No --noval: the yolov5 package's train.py fails after a non-final epoch without validation
             # (an unset local), so probes validate every epoch, as a user's own run does by default.
-            self._run_train_py(module, _as_train_run(run, images), callbacks, ["--name", "probe", "--nosave"])
-        return ProbeScores(map50=scores.get("map50", 0.0), map50_95=scores.get("map50_95", 0.0), images=images)
+            self._run_train_py(module, train_run, callbacks, ["--name", "probe", "--nosave"], seen)
+        return ProbeScores(map50=scores.get("map50", 0.0), map50_95=scores.get("map50_95", 0.0), images=train_run.images)
 
     def time_validation(self, run: ProbeRun) -> tuple[float, int]:
         # One epoch on one batch, then the validation train.py runs at each epoch's end, timed.
@@ -239,10 +261,37 @@ class Yolov5Engine(Engine):
         module.validate.run = timed(module.validate.run, spent)
         callbacks = module.Callbacks()
         callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=stop)
-        one_batch = dataclasses.replace(run, epochs=1)
+        one_batch = _probe_train_run(dataclasses.replace(run, epochs=1), images=run.knobs.batch)
         with self._training(seen):
-            self._run_train_py(module, _as_train_run(one_batch, run.knobs.batch), callbacks, ["--name", "val", "--noval", "--nosave"])
-        return spent[0], len(load(run.data_yaml).val_images)
+            self._run_train_py(module, one_batch, callbacks, ["--name", "val", "--noval", "--nosave"], seen)
+        return spent[0], len(seen["val_dataset"])
+
+    def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:
+        # train.py's own check_dataset on the resolved data.yaml a trial reads, then its dataset class on
+        # each full split with the arguments that decide the cache (path; no image cache): the cache file
+        # and hash are those of the user's own `python train.py` run.
+        import numpy as np
+
+        seen: dict[str, Any] = {}
+        module = self._patched(seen)
+        data = module.check_dataset(str(write_trainer_yaml(data_yaml, workdir)))
+        dataset_class = seen["dataloaders"].LoadImagesAndLabels
+        splits = []
+        for split in ("train", "val"):
+            before, started = len(seen["scans"]), time.perf_counter()
+            dataset = dataset_class(data[split], img_size=640, batch_size=16, augment=False, cache_images=False, stride=32,
+                                    prefix=f"{split}: ", workers=8)
+            seconds = time.perf_counter() - started
+            cache = _cache_file(data[split], dataset.label_files[0])
+            try:
+                stored = np.load(cache, allow_pickle=True).item()
+            except Exception:
+                raise RuntimeError(f"train.py wrote no label cache at {cache} (is {cache.parent} writable?)") from None
+            splits.append(
+                SplitLabels(split, str(cache.resolve()), len(dataset.im_files), seconds, len(seen["scans"]) == before,
+                            str(stored["hash"]), str(stored["version"]))
+            )
+        return LabelCacheBuild(data_yaml, tuple(splits))
 
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         knobs = run.knobs
@@ -278,10 +327,14 @@ class Yolov5Engine(Engine):
         callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
         module.validate.run = _no_validation(module.validate.run)
         with self._training(seen):
-            self._run_train_py(module, run, callbacks, ["--name", "train", "--nosave"])
+            self._run_train_py(module, run, callbacks, ["--name", "train", "--nosave"], seen)
         as_run: Knobs = seen["as_run"]
         notes = workers_note(knobs.workers, as_run.workers, "train.py caps workers at the CPU cores and at the batch size")
-        return EngineReport(knobs=as_run, images_used=len(seen["dataset"]), notes=notes)
+        mean_bytes, long_side = images_read(list(seen["dataset"].im_files))
+        return EngineReport(
+            knobs=as_run, images_used=len(seen["dataset"]), notes=notes, label_scan_s=float(sum(seen["scans"])),
+            image_bytes_mean=mean_bytes, image_long_side=long_side,
+        )
 
 
 def _torch_loads_weights_only() -> bool:
@@ -326,17 +379,16 @@ def _no_validation(real: Callable[..., Any]) -> Callable[..., Any]:
     return instant
 
 
-def _probe_images(run: ProbeRun) -> int:
-
-    """Training images of a probe: its fraction of the train set (a count when above 1), at least one batch."""
-    total = len(load(run.data_yaml).train_images)
-    count = int(run.fraction) if run.fraction > 1 else round(total * run.fraction)
-    return min(total, max(count, run.knobs.batch))
-
-
-def _as_train_run(run: ProbeRun, images: int) -> TrainRun:
-    total = len(load(run.data_yaml).train_images)
-    return TrainRun(run.data_yaml, run.knobs, run.device, images, total, run.epochs, run.workdir, run.seed)
+def _probe_train_run(run: ProbeRun, images: int | None = None) -> TrainRun:
+    """A probe as a training run on a leading subset: ``images``, else its fraction of the train set (a count
+    when above 1), at least one batch. The train set is listed once, here: a probe job carries no listing."""
+    train = load(run.data_yaml).train_images
+    if images is None:
+        count = int(run.fraction) if run.fraction > 1 else round(len(train) * run.fraction)
+        images = max(count, run.knobs.batch)
+    images = min(len(train), images)
+    subset = tuple(map(str, train[:images])) if images < len(train) else ()
+    return TrainRun(run.data_yaml, run.knobs, run.device, images, len(train), run.epochs, run.workdir, run.seed, train_subset=subset)
 
 
 def _patch_module(module: Any, seen: dict[str, Any]) -> None:
@@ -362,34 +414,79 @@ def _patch_module(module: Any, seen: dict[str, Any]) -> None:
 
     module.check_amp = amp_rule
     create_dataloader = module.create_dataloader
+    dataloaders = sys.modules[create_dataloader.__module__]
+    dataset_class = dataloaders.LoadImagesAndLabels
+    if "_speedopt_scan" not in dataset_class.__dict__:  # once per process: the original stays on the class
+        dataset_class._speedopt_scan = dataset_class.cache_labels
+    seen["dataloaders"], seen["scans"] = dataloaders, []
+    dataset_class.cache_labels = timed(dataset_class._speedopt_scan, seen["scans"])
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         loader, dataset = create_dataloader(*args, **kwargs)
         seen.setdefault("loaders", []).append(loader)
         if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
             seen["loader"], seen["dataset"] = loader, dataset
+        elif not kwargs.get("augment"):
+            seen.setdefault("val_dataset", dataset)
         return loader, dataset
 
     module.create_dataloader = recorded
 
 
-def _trial_data(run: TrainRun) -> str:
-    """The data.yaml train.py reads: the user's, with ``path`` absolute and, for a subset, ``train`` a list.
-
-    train.py resolves a relative ``path`` against its own folder, speedopt against the yaml's; an absolute
-    one makes both read the same files. The subset list lives in the trial folder (so does its label cache).
-    """
-    ds = load(run.data_yaml)
-    data = yaml.safe_load(Path(run.data_yaml).read_text())
-    data["path"] = str(ds.root)
-    data.pop("download", None)  # never download: speedopt already checked that both splits exist
-    if run.images < run.images_total:
-        subset = run.workdir / "train-subset.txt"
-        subset.write_text("".join(f"{p}\n" for p in ds.train_images[: run.images]))
-        data["train"] = str(subset)
-    out = run.workdir / "data.yaml"
+def _trial_data(run: TrainRun, dataloaders: Any) -> str:
+    """The data.yaml train.py reads: the user's with every path absolute (:func:`speedopt.data.write_trainer_yaml`:
+    train.py resolves a relative ``path`` against its own folder, speedopt as Ultralytics does) and, for a
+    subset, ``train`` a list of the subset's images in the trial folder, with its label cache seeded from
+    the full split's where the study built one (see the module docstring)."""
+    out = write_trainer_yaml(run.data_yaml, run.workdir)
+    if not run.train_subset:
+        return str(out)
+    data = yaml.safe_load(out.read_text())
+    subset = run.workdir / "train-subset.txt"
+    subset.write_text("".join(f"{p}\n" for p in trainer_paths(run.train_subset)))
+    data["train"] = str(subset)
+    full = built_split(run.label_caches, "train")
+    if full is not None:
+        _seed_subset_cache(subset, full, dataloaders)
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(out)
+
+
+def _cache_file(split: str | list[str], first_label: str) -> Path:
+    """Where LoadImagesAndLabels keeps a split's label cache: beside a list file, else beside the label folder."""
+    last = Path(split[-1] if isinstance(split, list) else split)
+    return (last if last.is_file() else Path(first_label).parent).with_suffix(".cache")
+
+
+def _seed_subset_cache(subset: Path, full: SplitLabels, dataloaders: Any) -> bool:
+    """Write the subset list's label cache from the full split's (a file train.py then finds valid); False,
+    writing nothing, when the full file is not the one the study built or lacks a subset image."""
+    import numpy as np
+
+    version = dataloaders.LoadImagesAndLabels.cache_version
+    try:
+        cache = np.load(full.cache, allow_pickle=True).item()
+    except Exception:  # missing, truncated, not a cache
+        return False
+    if cache.get("version") != version or str(cache.get("version")) != full.version or cache.get("hash") != full.hash:
+        return False
+    # The subset's files as LoadImagesAndLabels lists a list file: its lines, sorted, images only.
+    lines = subset.read_text().strip().splitlines()
+    images = sorted(x.replace("/", os.sep) for x in lines if x.split(".")[-1].lower() in dataloaders.IMG_FORMATS)
+    entries = {k: v for k, v in cache.items() if k not in ("hash", "results", "msgs", "version")}
+    picked = subset_entries(entries, images, cache.get("msgs") or ())
+    if picked is None:
+        return False
+    found, corrupt = picked
+    seeded: dict[str, Any] = dict(found)
+    labelled = sum(len(entry[0]) > 0 for _, entry in found)
+    seeded["hash"] = dataloaders.get_hash(dataloaders.img2label_paths(images) + images)
+    seeded["results"] = (labelled, 0, len(found) - labelled, corrupt, len(images))  # found, missing, empty, corrupt, total
+    seeded["msgs"] = []
+    seeded["version"] = version
+    with open(subset.with_suffix(".cache"), "wb") as file:
+        np.save(file, np.array(seeded, dtype=object), allow_pickle=True)
+    return True
 
 
 def _knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool) -> Knobs:
@@ -413,4 +510,5 @@ def _knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool
         cache=cache,
         amp=bool(amp),
         freeze=freeze,
+        data=asked.data,  # which data.yaml train.py got; images_read() reports what it read
     )

@@ -2,7 +2,8 @@
 
 :func:`prepare` checks a trial and decides how it runs here; :func:`run_trial` measures it through
 :func:`run_job`, the one job runner (host lock, child process, timeout, status). The child side is
-:mod:`speedopt.measure._child`; the step clock and telemetry run inside it.
+:mod:`speedopt.measure._child`; the step clock and telemetry run inside it. :func:`build_label_caches`
+builds the trainer's label caches once per study, so trials take their labels from them.
 """
 
 from speedopt.measure._checks import (
@@ -19,7 +20,9 @@ from speedopt.measure._checks import (
 )
 from speedopt.measure._clock import StepClock, StepStats
 from speedopt.measure._hostlock import check_lock, lock_path, measuring
-from speedopt.measure._jobs import Job, JobOutcome, ProbeJob, ValidateJob, ValidationTime
+from speedopt.measure._jobs import Job, JobOutcome, LabelsJob, ProbeJob, ValidateJob, ValidationTime
+from speedopt.measure._labels import ATTR as LABELS_ATTR
+from speedopt.measure._labels import MULTI_GPU_NOTE, LabelCaches, build_label_caches, labels_timeout_s
 from speedopt.measure._leftovers import private_folder, remove_private_folder, state_dir, sweep
 from speedopt.measure._request import TrialRequest, prepare
 from speedopt.measure._result import TrialResult
@@ -30,6 +33,10 @@ from speedopt.measure._telemetry import Sampler
 __all__ = [
     "Job",
     "JobOutcome",
+    "LABELS_ATTR",
+    "LabelCaches",
+    "LabelsJob",
+    "MULTI_GPU_NOTE",
     "ProbeJob",
     "Progress",
     "Sampler",
@@ -40,11 +47,13 @@ __all__ = [
     "ValidateJob",
     "ValidationTime",
     "adjust_to_device",
+    "build_label_caches",
     "check_lock",
     "check_protocol",
     "checkout_path",
     "disk_cache_refusal",
     "installed_engine",
+    "labels_timeout_s",
     "lock_path",
     "phase_text",
     "measuring",

@@ -19,7 +19,7 @@ from typing import Any
 from speedopt import engines
 from speedopt.engines import Engine, ProbeRun, TrainRun
 from speedopt.measure._clock import StepClock
-from speedopt.measure._jobs import Job, ProbeJob, ValidateJob, job_from_json
+from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._runner import PARENT_ENV, write_json
 from speedopt.measure._telemetry import Sampler
@@ -58,6 +58,12 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
     """Run one job; fills ``figures`` as it goes (so a failure keeps what was measured); returns the message."""
     if isinstance(job, TrialRequest):
         return _trial(job, engine, workdir, figures, publish)
+    if isinstance(job, LabelsJob):
+        publish(phase="labels")
+        build = engine.build_label_cache(job.data_yaml, workdir)
+        figures.update(build=build.to_dict())
+        reused = all(s.reused for s in build.splits)
+        return f"label cache of {build.images} images {'found valid' if reused else 'built'} in {build.seconds:.1f} s"
     if isinstance(job, ValidateJob):
         run = ProbeRun(job.data_yaml, job.knobs, job.device, 1, 1.0, 0, workdir, job.weights)
         seconds, images = engine.time_validation(run)
@@ -79,7 +85,10 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         max_steps=job.max_steps, queued=job.queued,
     )
     started = time.perf_counter()
-    run = TrainRun(job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed)
+    run = TrainRun(
+        job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed,
+        train_subset=job.train_subset, label_caches=job.label_caches,
+    )
     try:
         report = engine.train(run, clock)
         stats = clock.stats()
@@ -101,7 +110,6 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         ci_rel=stats.ci_rel,
         converged=stats.converged,
         step_s=list(stats.step_s),
-
         peak_gpu_mem_mb=_peak_gpu_mb(job.device),
         gpu_util_mean=gpu_util,
         cpu_util_mean=cpu,
@@ -109,6 +117,9 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         train_build_s=report.train_build_s,
         val_build_s=report.val_build_s,
         val_images=report.val_images,
+        label_scan_s=report.label_scan_s,
+        image_bytes_mean=report.image_bytes_mean,
+        image_long_side=report.image_long_side,
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"

@@ -1,9 +1,10 @@
 """The work speedopt runs in a child process, as typed records, and how each one ended.
 
-Three kinds, one shape: a speed trial (:class:`~speedopt.measure.TrialRequest`), a quality probe
-(:class:`ProbeJob`: train one accuracy signature for a fixed budget, validate) and a timed validation
-pass (:class:`ValidateJob`, for the report's projection). Each crosses into the child as JSON and
-comes back as a :class:`JobOutcome` whose status is one of the closed set in :mod:`speedopt.status`.
+Four kinds, one shape: a speed trial (:class:`~speedopt.measure.TrialRequest`), a quality probe
+(:class:`ProbeJob`: train one accuracy signature for a fixed budget, validate), a timed validation
+pass (:class:`ValidateJob`, for the report's projection) and the trainer's label cache of the full
+splits (:class:`LabelsJob`, once per study, so no trial scans labels). Each crosses into the child as
+JSON and comes back as a :class:`JobOutcome` whose status is one of the closed set in :mod:`speedopt.status`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 from speedopt import defaults
-from speedopt.engines import ProbeScores
+from speedopt.engines import LabelCacheBuild, ProbeScores, SplitLabels
 from speedopt.knobs import Knobs
 from speedopt.measure._request import TrialRequest
 from speedopt.status import Status
@@ -54,9 +55,23 @@ class ValidateJob(_EngineJob):
     timeout_flag: ClassVar[str] = "the validation timeout"
 
 
-Job: TypeAlias = TrialRequest | ProbeJob | ValidateJob
-_KINDS: dict[str, type[TrialRequest] | type[ProbeJob] | type[ValidateJob]] = {
-    cls.kind: cls for cls in (TrialRequest, ProbeJob, ValidateJob)
+@dataclass(frozen=True)
+class LabelsJob:
+    """Build (or find valid) the trainer's own label cache of a data.yaml's full train and val splits."""
+
+    kind: ClassVar[str] = "labels"
+    timeout_flag: ClassVar[str] = "the label-cache timeout"
+
+    engine: str
+    yolov5_dir: str | None
+    data_yaml: str
+    timeout_s: float
+    cache_dir: str
+
+
+Job: TypeAlias = TrialRequest | ProbeJob | ValidateJob | LabelsJob
+_KINDS: dict[str, type[TrialRequest] | type[ProbeJob] | type[ValidateJob] | type[LabelsJob]] = {
+    cls.kind: cls for cls in (TrialRequest, ProbeJob, ValidateJob, LabelsJob)
 }
 
 
@@ -72,8 +87,11 @@ def job_from_json(text: str) -> Job:
     for key in ("knobs", "requested"):
         if key in data:
             data[key] = Knobs.from_dict(data[key])
-    if "notes" in data:
-        data["notes"] = tuple(data["notes"])
+    for key in ("notes", "train_subset"):
+        if key in data:
+            data[key] = tuple(data[key])
+    if "label_caches" in data:
+        data["label_caches"] = tuple(SplitLabels.from_dict(s) for s in data["label_caches"])
     return cls(**data)
 
 
@@ -117,3 +135,9 @@ class JobOutcome:
         if not self.ok:
             return None
         return ValidationTime(self.figures["val_s"], self.figures["val_images"])
+
+    def labels(self) -> LabelCacheBuild | None:
+        """A labels job's caches (None unless it ended ok)."""
+        if not self.ok or "build" not in self.figures:
+            return None
+        return LabelCacheBuild.from_dict(self.figures["build"])

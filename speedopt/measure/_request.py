@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from speedopt import defaults, machine
 from speedopt import knobs as knobs_mod
-from speedopt.data import load
+from speedopt.data import Dataset, load
+from speedopt.engines import SplitLabels
 from speedopt.knobs import Knobs
 from speedopt.measure._checks import (
     adjust_to_device,
@@ -49,13 +51,15 @@ class TrialRequest:
     cache_dir: str = ""
     notes: tuple[str, ...] = ()
     infeasible: str | None = None  # reason, when the request must not run at all
+    train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (the child lists nothing)
+    label_caches: tuple[SplitLabels, ...] = ()  # the full splits' label caches the study built for data_yaml
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
 
 
 def prepare(
-    data: str,
+    data: str | Dataset,
     requested: Knobs,
     device: str | None = None,
     engine: str = "ultralytics",
@@ -67,16 +71,20 @@ def prepare(
     ram_limit_bytes: int | None = None,
     yolov5_dir: str | None = None,
     max_steps: int | None = None,
+    label_caches: Sequence[SplitLabels] = (),
 ) -> TrialRequest:
     """Check every input (raising UsageError) and decide how the trial runs on this machine.
 
-    ``max_steps`` (default: defaults.MAX_STEPS_FACTOR x ``steps``) bounds the adaptive window.
+    ``data``: a data.yaml path, or the :class:`~speedopt.data.Dataset` already loaded from one (a study
+    lists its image folders once, not per trial). ``max_steps`` (default: defaults.MAX_STEPS_FACTOR x
+    ``steps``) bounds the adaptive window. ``label_caches``: the full splits' label caches built for
+    this data.yaml (a study's labels job); the trial takes its subset's labels from them.
     """
     check_protocol(steps, warmup, timeout_s, max_steps=max_steps)
     check_lock()
     most = defaults.max_steps(steps, max_steps)
     eng = installed_engine(engine, yolov5_dir)
-    ds = load(data)
+    ds = data if isinstance(data, Dataset) else load(data)
     knobs, notes = knobs_mod.validate(requested)
     dev = machine.parse_device(device)
     knobs, adjusted = adjust_to_device(knobs, eng, dev)
@@ -112,4 +120,6 @@ def prepare(
         cache_dir=str(cache_dir()),
         notes=tuple(notes),
         infeasible=infeasible,
+        train_subset=tuple(map(str, ds.train_images[:images])) if images < total else (),
+        label_caches=tuple(label_caches),
     )

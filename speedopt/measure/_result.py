@@ -44,6 +44,9 @@ class TrialResult:
     train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
     val_build_s: float | None = None
     val_images: int | None = None
+    label_scan_s: float | None = None  # set-up time spent scanning labels (0.0: read from a cache; None: not recorded)
+    image_bytes_mean: float | None = None  # the train images the trainer read: mean file size
+    image_long_side: int | None = None  # and their mean long side (pixels, decoded size)
     network_blocked: tuple[str, ...] = ()
     measure_started_at: float | None = None  # epoch seconds: the measurement held the host lock from here
     measure_ended_at: float | None = None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import engines
-from speedopt.data import load
+from speedopt.data import Dataset, load
 from speedopt.knobs import Knobs
 from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import JobOutcome
@@ -32,11 +32,16 @@ def run_trial(
     progress: Progress | None = None,
     on_wait: Callable[[str], None] | None = None,
     owner: str = "speedopt trial",
+    dataset: Dataset | None = None,
 ) -> TrialResult:
-    """Measure the request in its own process under the host lock; always returns a result."""
+    """Measure the request in its own process under the host lock; always returns a result.
+
+    ``dataset``: the request's data.yaml already loaded (a study's), so a ``cache=disk`` trial does not
+    list the image folders again to know which ``.npy`` files it may add.
+    """
     if request.infeasible:
         return unmeasured(request, Status.INFEASIBLE, request.infeasible)
-    images = _images(request) if request.knobs.cache == "disk" else []
+    images = _images(request, dataset) if request.knobs.cache == "disk" else []
     # The host lock spans the snapshot and the clean-up too: no other trial of this user writes .npy files meanwhile.
     with measuring(owner, on_wait=on_wait), no_new_npy(images):
         outcome = run_job(request, owner, progress, on_wait)
@@ -86,7 +91,6 @@ def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
     config = Knobs.from_dict(figures.pop("config")) if "config" in figures else request.knobs
     notes = request.notes + tuple(figures.pop("notes", ()))
     figures["step_s"] = tuple(figures.get("step_s", ()))  # JSON gave a list; the record keeps tuples
-
     base = unmeasured(request, outcome.status, outcome.message)
     return dataclasses.replace(
         base,
@@ -101,8 +105,8 @@ def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
     )
 
 
-def _images(request: TrialRequest) -> list[Path]:
+def _images(request: TrialRequest, dataset: Dataset | None) -> list[Path]:
     """The images this trial uses (the trainer caches the val split too)."""
-    ds = load(request.data_yaml)
+    ds = dataset if dataset is not None and str(dataset.yaml_path) == request.data_yaml else load(request.data_yaml)
     return [*ds.train_images[: request.images], *ds.val_images]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from speedopt import machine
+from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import ProbeJob, Progress, run_job
 from speedopt.offline import cache_dir
@@ -44,6 +45,17 @@ class ProbeTarget:
     engine: str
     yolov5_dir: str | None
     device: str
+    copies: tuple[tuple[int, str], ...] = ()  # (imgsz, data.yaml) of the prepared copies data=resized trains on
+    copy_format: str = ""  # their format (jpg, png, npy): part of a resized signature's cache key
+
+    def data_yaml(self, knobs: Knobs) -> str:
+        """The data.yaml a probe of ``knobs`` trains on: the original, or the copy at its imgsz."""
+        if knobs.data != "resized":
+            return self.data
+        for imgsz, yaml in self.copies:
+            if imgsz == knobs.imgsz:
+                return yaml
+        raise UsageError(f"no prepared copy at imgsz={knobs.imgsz} to probe data=resized on; run `speedopt prepare`")
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,8 @@ class Judge:
         if self._cache is None:
             self._cache = ProbeCache(self.storage)
         sig = signature(knobs)
-        key = cache_key(self.target.dataset_id, sig, self.policy, seed, self.target.engine)
+        keyed = {**sig, "data": f"resized-{self.target.copy_format}"} if "data" in sig else sig  # jpg and png differ
+        key = cache_key(self.target.dataset_id, keyed, self.policy, seed, self.target.engine)
         cached = self._cache.get(key)
         if cached is not None:
             self.hits += 1
@@ -135,7 +148,7 @@ class Judge:
         job = ProbeJob(
             engine=self.target.engine,
             yolov5_dir=self.target.yolov5_dir,
-            data_yaml=self.target.data,
+            data_yaml=self.target.data_yaml(knobs),
             knobs=self._probe_knobs(knobs),
             device=self.target.device,
             timeout_s=self.policy.timeout_s,

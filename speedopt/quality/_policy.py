@@ -19,7 +19,7 @@ from speedopt.knobs import Knobs
 from speedopt.measure import positive
 from speedopt.quality._checkpoint import foreign, peek
 
-ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp")
+ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
 BASELINE_SEEDS = (0, 1)
 LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
 
@@ -34,9 +34,10 @@ class Feasibility(str, enum.Enum):
 
 
 def signature(knobs: Knobs) -> dict[str, Any]:
-    """The knob values that can change the trained model."""
+    """The knob values that can change the trained model. ``data`` appears only for a prepared copy, so
+    a signature on the original images (and every probe cached before the knob existed) is unchanged."""
     values = knobs.to_dict()
-    return {k: values[k] for k in ACCURACY_KNOBS}
+    return {k: values[k] for k in ACCURACY_KNOBS if k != "data" or values[k] != "original"}
 
 
 def unchecked_knobs(policy: Policy, baseline: Knobs, config: Knobs) -> tuple[str, ...]:
@@ -49,7 +50,7 @@ def unchecked_knobs(policy: Policy, baseline: Knobs, config: Knobs) -> tuple[str
     if policy.probing:
         return ()
     ours, theirs = signature(config), signature(baseline)
-    return tuple(k for k in ACCURACY_KNOBS if ours[k] != theirs[k])
+    return tuple(k for k in ACCURACY_KNOBS if ours.get(k) != theirs.get(k) and k not in policy.neutral)
 
 
 def unchecked_text(knobs: tuple[str, ...]) -> str:
@@ -60,9 +61,10 @@ def unchecked_text(knobs: tuple[str, ...]) -> str:
 
 
 def signature_text(sig: dict[str, Any]) -> str:
-    """A signature in one line: model imgsz batch amp freeze."""
+    """A signature in one line: model imgsz batch amp freeze (and the prepared copy, when one)."""
     amp = "on" if sig["amp"] else "off"
-    return f"{sig['model']} {sig['imgsz']}px b{sig['batch']} amp={amp} freeze={sig['freeze']}"
+    data = f" data={sig['data']}" if "data" in sig else ""
+    return f"{sig['model']} {sig['imgsz']}px b{sig['batch']} amp={amp} freeze={sig['freeze']}{data}"
 
 
 @dataclass(frozen=True)
@@ -103,13 +105,19 @@ class Policy:
     weights: str | None = None
     weights_id: str | None = None
     timeout_s: float = defaults.PROBE_TIMEOUT_S
+    #: Accuracy knobs this study shows cannot change the model (``data`` on a lossless copy: same pixels).
+    neutral: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["neutral"] = list(self.neutral)
+        if not self.neutral:
+            del data["neutral"]  # the stored form of a study made before the field existed
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Policy:
-        return cls(**data)
+        return cls(**{**data, "neutral": tuple(data.get("neutral") or ())})
 
     @property
     def probing(self) -> bool:

@@ -1,9 +1,10 @@
 """What limits a trial, in numbers, and which knob to turn first.
 
 Kinds: ``memory-bound`` (out of memory, or within 10 % of the GPU's or host's memory),
-``cache-fill-bound`` (building the cache is a large share of the projected run), ``data-bound``
-(the step waits for the dataloader a large share of the time), ``compute-bound`` (the rest: the
-model's forward/backward dominates), or the trial's failed status.
+``cache-fill-bound`` (building the cache is a large share of the projected run), ``decode-bound``
+(data-bound on images at least twice imgsz: each is decoded at full size only to be shrunk),
+``data-bound`` (the step waits for the dataloader a large share of the time), ``compute-bound``
+(the rest: the model's forward/backward dominates), or the trial's failed status.
 """
 
 from __future__ import annotations
@@ -16,6 +17,23 @@ from speedopt.reporting._projection import Projection
 from speedopt.status import Status
 
 DATA_BOUND = 0.30  # share of step time spent waiting for batches
+DECODE_RATIO = 2.0  # images this many times imgsz (long side) or more: decoding them is wasted work
+
+
+@dataclass(frozen=True)
+class Images:
+    """The train images a trial read: mean file size and mean decoded size (from the study's records)."""
+
+    mean_bytes: float
+    long_side: int  # pixels, decoded
+    prepared: bool = False  # a copy speedopt prepare made
+
+    def ratio(self, imgsz: int) -> float:
+        """How many times imgsz the long side is."""
+        return self.long_side / imgsz
+
+    def text(self) -> str:
+        return f"long side {self.long_side} px, {self.mean_bytes / 2**10:.0f} KiB each on average"
 NEAR_LIMIT = 0.90  # share of memory in use
 CACHE_FILL_SHARE = 0.10  # share of the projected run spent building the cache
 
@@ -29,8 +47,15 @@ class Diagnosis:
     advice: str
 
 
-def diagnose(result: TrialResult, machine: MachineFingerprint, projection: Projection | None = None) -> Diagnosis:
-    """Classify one trial from its own measurements and the machine it ran on."""
+def diagnose(
+    result: TrialResult,
+    machine: MachineFingerprint,
+    projection: Projection | None = None,
+    images: Images | None = None,
+    prepare_gain: str = "",
+) -> Diagnosis:
+    """Classify one trial from its own measurements and the machine it ran on; ``images`` are the train
+    images it read, ``prepare_gain`` what this study measured for a resized copy (a phrase, or "")."""
     cfg = result.config
     cores = machine.key.cpu_cores
     if result.status is Status.OOM:
@@ -64,6 +89,14 @@ def diagnose(result: TrialResult, machine: MachineFingerprint, projection: Proje
     util = f"CPU {result.cpu_util_mean:.0f}%" if result.cpu_util_mean is not None else "CPU -"
     if result.gpu_util_mean is not None:
         util = f"GPU {result.gpu_util_mean:.0f}%, {util}"
+    if wait >= DATA_BOUND and images is not None and not images.prepared and images.ratio(cfg.imgsz) >= DECODE_RATIO:
+        gain = f" ({prepare_gain})" if prepare_gain else ""
+        return Diagnosis(
+            "decode-bound",
+            f"images {images.ratio(cfg.imgsz):.1f} x larger than imgsz={cfg.imgsz} ({images.text()}), decoded at full "
+            f"size every epoch; waits for data {100 * wait:.0f}% of each step ({util})",
+            f"a pre-resized copy: `speedopt prepare --imgsz {cfg.imgsz}`, or search with --prepare png{gain}",
+        )
     if wait >= DATA_BOUND:
         if cfg.workers < cores:
             advice = f"more dataloader workers (now {cfg.workers}, {cores} cores)"

@@ -21,7 +21,8 @@ from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._filename import report_files
 from speedopt.reporting._gather import rows, trial_table, write_csv
-from speedopt.reporting._projection import Projection, project, validation_time
+from speedopt.reporting._images import copies_section, images_for, prepare_gain
+from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
@@ -192,7 +193,7 @@ def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes
     def row(label: str, get: Callable[[Projection], str]) -> None:
         lines.append(f"| {label} | " + " | ".join(get(p) if p else "-" for p in (pb, pr)) + " |")
 
-    row("one-time dataset build (scan + cache)", lambda p: _duration(p.build_s))
+    row("one-time dataset build (prepare + scan + cache)", lambda p: _duration(p.build_s))
     row("train time per epoch", lambda p: _duration(p.epoch_train_s))
     row("validation per epoch", lambda p: _duration(p.val_s))
     row(f"total for {epochs} epochs", lambda p: _duration(p.total_s))
@@ -204,7 +205,8 @@ def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes
     for label, p in (("baseline", pb), ("recommended", pr)):
         if p:
             lines.append(f"Inputs ({label}): " + "; ".join(p.basis) + ".")
-    return lines + [f"- {n}" for n in notes] + [""]
+    advice = sorted({n for p in (pb, pr) if p for n in p.notes})
+    return lines + [f"- {n}" for n in notes + advice] + [""]
 
 
 def _command(rec: Recommendation | None, epochs: int) -> list[str]:
@@ -292,12 +294,15 @@ def _ended_early(result: SearchOutcome) -> list[str]:
 
 def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[int, Projection | None], epochs: int) -> list[str]:
     lines = ["## 6. Bottlenecks", "", "| # | bottleneck | evidence | turn first |", "|---|---|---|---|"]
+    gain = prepare_gain(done)
     for r in done:
-        d = diagnose(r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None))
+        d = diagnose(
+            r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None), images_for(p, r.result), gain
+        )
         lines.append(f"| {r.number} | {d.kind} | {_cell(d.evidence)} | {d.advice} |")
     base = next((r for r in done if r.is_baseline), None)
     if base is not None:
-        d = diagnose(base.result, p.machine, projections.get(base.number))
+        d = diagnose(base.result, p.machine, projections.get(base.number), images_for(p, base.result), gain)
         lines += ["", f"**Baseline:** {d.kind}: {d.evidence}. What to change first: {d.advice}."]
     return lines + [""]
 
@@ -354,7 +359,10 @@ def _projections(
                 val_s = timed.seconds
             else:
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
-        out[r.number] = project(r.result, epochs, val_s, median, rounds)
+        out[r.number] = project(
+            r.result, epochs, val_s, median, rounds, labels=label_build_for(study, p, r.config),
+            prepare_s=prepare_s_for(p, r.config),
+        )
     return out, notes
 
 
@@ -375,7 +383,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
-    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + verified_section(study)
+    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + copies_section(p, epochs)
+    md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
     md += _trials(table, base) + _ended_early(result) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)

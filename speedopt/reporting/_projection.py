@@ -1,8 +1,11 @@
 """Projected wall time of the full training run, from what trials measured (an estimate, with its inputs).
 
-full run = one-time dataset build (label scan + cache fill, extrapolated from the trial's measured
-build of its subset to the full train set, plus the val split's build) + epochs x (full train set /
-measured images/s + one validation pass, timed once on the val split by a real validation run).
+full run = one-time dataset build + epochs x (full train set / measured images/s + one validation
+pass, timed once on the val split by a real validation run). The one-time build is the label scan
+plus the cache fill. Where the study built the trainer's label cache (its labels job, before the
+trials), the scan is that build's measured seconds for the train and val splits, counted once, and
+the trials' own builds (which then read the cache, scanning nothing) give the cache fill, scaled from
+the trial's subset to the full train set. Without that build, the trial's whole build is scaled.
 """
 
 from __future__ import annotations
@@ -14,8 +17,19 @@ from typing import TYPE_CHECKING
 
 from speedopt import defaults
 from speedopt.data import load
+from speedopt.engines import LabelCacheBuild
 from speedopt.knobs import Knobs
-from speedopt.measure import JobOutcome, TrialResult, ValidateJob, ValidationTime, no_new_npy, run_job
+from speedopt.measure import (
+    LABELS_ATTR,
+    MULTI_GPU_NOTE,
+    JobOutcome,
+    LabelCaches,
+    TrialResult,
+    ValidateJob,
+    ValidationTime,
+    no_new_npy,
+    run_job,
+)
 from speedopt.offline import cache_dir
 from speedopt.study import StudyProtocol
 
@@ -30,19 +44,30 @@ class Projection:
     epochs: int
     images_total: int
     images_per_s: float
-    build_s: float  # one time: scan + cache fill, full train set, and the val split
+    build_s: float  # one time: label scan + cache fill, full train set, and the val split
     epoch_train_s: float
     val_s: float | None  # one validation pass (the trainer validates every epoch)
     total_s: float
     basis: tuple[str, ...]
+    label_scan_s: float | None = None  # of build_s: the label scan measured once by the study's labels job
+    notes: tuple[str, ...] = ()  # advice on the one-time costs (a multi-GPU run: build the label cache first)
 
 
 def project(
-    result: TrialResult, epochs: int, val_s: float | None, images_per_s: float | None = None, rounds: int = 0
+    result: TrialResult,
+    epochs: int,
+    val_s: float | None,
+    images_per_s: float | None = None,
+    rounds: int = 0,
+    labels: LabelCacheBuild | None = None,
+    prepare_s: float = 0.0,
 ) -> Projection | None:
     """The full-run estimate for a config measured ok (None for a trial without throughput).
 
     ``images_per_s`` (the median of ``rounds`` finals measurements) replaces the trial's one measurement.
+    ``labels``: the study's label-cache build for the config's data.yaml (:func:`label_build_for`): the
+    label scan, counted once. ``prepare_s``: the prepared copy a data=resized config trains on, made once
+    (measured when it was made), added to the one-time build.
     """
     if result.images_per_s is None or not result.images_total:
         return None
@@ -52,14 +77,10 @@ def project(
         basis = [f"{speed:.2f} images/s: median of {rounds} finals rounds on {result.device}"]
     else:
         basis = [f"{speed:.2f} images/s measured once over {result.steps} steps on {result.device}"]
-    build = 0.0
-    if result.train_build_s is not None and result.images_used:
-        scale = total_images / result.images_used
-        build = result.train_build_s * scale + (result.val_build_s or 0.0)
-        basis.append(
-            f"dataset build {result.train_build_s:.2f} s measured for {result.images_used} train images "
-            f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {result.val_build_s or 0:.2f} s for the val split"
-        )
+    build, scan, notes = _one_time(result, total_images, labels, basis)
+    if prepare_s:
+        build += prepare_s
+        basis.append(f"the resized copy (speedopt prepare) took {prepare_s:.1f} s when it was made, paid once")
     epoch = total_images / speed
     basis.append(f"epoch = {total_images} train images / {speed:.2f} images/s = {epoch:.1f} s")
     if val_s is not None:
@@ -67,11 +88,61 @@ def project(
     else:
         basis.append("validation not timed: left out of the total")
     total = build + epochs * (epoch + (val_s or 0.0))
-    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis))
+    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes)
+
+
+def _one_time(
+    result: TrialResult, total_images: int, labels: LabelCacheBuild | None, basis: list[str]
+) -> tuple[float, float | None, tuple[str, ...]]:
+    """The one-time build (label scan + cache fill), the scan in it when measured once, and notes; appends
+    how it was computed to ``basis``. A trial that scanned anyway (its ``label_scan_s``, train split first)
+    has its scan taken out of its build before the fill is scaled, so the scan is never counted twice."""
+    train, val = result.train_build_s, result.val_build_s or 0.0
+    if labels is None:
+        if train is None or not result.images_used:
+            return 0.0, None, ()
+        scale = total_images / result.images_used
+        basis.append(
+            f"dataset build {train:.2f} s measured for {result.images_used} train images "
+            f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {val:.2f} s for the val split"
+        )
+        if result.label_scan_s == 0.0:
+            basis.append("label scan not included: the trial read a prebuilt label cache and no label-cache build was given")
+        return train * scale + val, None, ()
+    scan = labels.seconds
+    basis.append(
+        f"label scan {scan:.1f} s measured once for {labels.images} train and val images (the trainer's own label "
+        "cache, built before the trials; paid once per dataset, not per epoch or per trial)"
+    )
+    fill = 0.0
+    if train is not None and result.images_used:
+        scale = total_images / result.images_used
+        in_train = min(result.label_scan_s or 0.0, train)
+        in_val = min((result.label_scan_s or 0.0) - in_train, val)
+        fill = (train - in_train) * scale + (val - in_val)
+        basis.append(
+            f"dataset build without the label scan {train - in_train:.2f} s measured for {result.images_used} train images "
+            f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {val - in_val:.2f} s for the val split"
+        )
+    return scan + fill, scan, (MULTI_GPU_NOTE,)
+
+
+def label_build_for(study: optuna.Study, protocol: StudyProtocol, knobs: Knobs) -> LabelCacheBuild | None:
+    """The study's label-cache build (user attr ``label_cache``) for the data.yaml ``knobs`` train on, if any."""
+    return LabelCaches.from_attr(study.user_attrs.get(LABELS_ATTR)).build_for(protocol.data_yaml(knobs))
+
+
+def prepare_s_for(protocol: StudyProtocol, knobs: Knobs) -> float:
+    """Seconds the prepared copy ``knobs`` train on took to make (0.0 on the original images)."""
+    if knobs.data != "resized":
+        return 0.0
+    return next((c.seconds for c in protocol.copies if c.imgsz == knobs.imgsz), 0.0)
 
 
 def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:
-    parts = [protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp, knobs.cache]
+    parts: list[object] = [protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp, knobs.cache]
+    if knobs.data == "resized":  # validation on the copy: its own images
+        parts.append(protocol.data_yaml(knobs))
     material = json.dumps(parts)
     return "val_time:" + hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -93,16 +164,18 @@ def validation_time(
     job = ValidateJob(
         engine=protocol.engine,
         yolov5_dir=protocol.yolov5_dir,
-        data_yaml=protocol.data,
+        data_yaml=protocol.data_yaml(knobs),
         knobs=knobs,
         device=protocol.device,
         timeout_s=timeout_s,
         cache_dir=str(cache_dir()),
         weights=protocol.quality.weights,
     )
-    ds = load(protocol.data)  # the timing run trains one batch first: its train images get .npy files too
-    with no_new_npy([*ds.train_images, *ds.val_images] if knobs.cache == "disk" else []):
-
+    images = []
+    if knobs.cache == "disk":  # the timing run trains one batch first: its train images get .npy files too
+        ds = load(protocol.data_yaml(knobs))
+        images = [*ds.train_images, *ds.val_images]
+    with no_new_npy(images):
         outcome = run_job(job, study.study_name)
 
     timed = outcome.validation()

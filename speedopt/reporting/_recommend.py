@@ -48,13 +48,18 @@ class Recommendation:
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
         form = command.train_py if self.classic else command.yolo_train
-        return form(self.protocol.data, self.knobs, device=device or self.protocol.device, epochs=epochs)
+        return form(self.data, self.knobs, device=device or self.protocol.device, epochs=epochs)
+
+    @property
+    def data(self) -> str:
+        """The data.yaml the command trains on: the dataset's, or its prepared copy for data=resized."""
+        return self.protocol.data_yaml(self.knobs)
 
     def python(self, epochs: int | None = None) -> str:
         """The ``YOLO(...).train(...)`` call (Ultralytics studies only)."""
         if self.classic:
             raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
-        return command.python_train(self.protocol.data, self.knobs, device=self.protocol.device, epochs=epochs)
+        return command.python_train(self.data, self.knobs, device=self.protocol.device, epochs=epochs)
 
     def where(self) -> str:
         """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
@@ -72,7 +77,7 @@ class Recommendation:
         """The ``speedopt trial`` command that measures this config again."""
         p = self.protocol
         return command.speedopt_trial(
-            p.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir,
+            self.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir,
             max_steps=p.max_steps,
         )
 
@@ -80,7 +85,7 @@ class Recommendation:
         """The record ``speedopt best --format json|yaml`` prints."""
         return {
             "study": self.study,
-            "data": self.protocol.data,
+            "data": self.data,
             "device": self.protocol.device,
             "trial": self.trial.number,
             "config": self.knobs.to_dict(),

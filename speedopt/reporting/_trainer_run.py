@@ -154,7 +154,7 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
     from speedopt.data import load, write_trainer_yaml
 
     runs = work / "runs"
-    total = len(load(rec.protocol.data).train_images)
+    total = len(load(rec.data).train_images)
     count = leading_count(total, fraction)
     words = shlex.split(rec.command(epochs))
     shown = rec.command(epochs)
@@ -180,18 +180,18 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
         argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
         # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is
         # resolved here, as in the user's working directory (see speedopt.data.write_trainer_yaml).
-        resolved = f"data={write_trainer_yaml(rec.protocol.data, work)}"
+        resolved = f"data={write_trainer_yaml(rec.data, work)}"
         argv = [resolved if word.startswith("data=") else word for word in argv]
     else:
         script = words.index("train.py")
         entry = [str(Path(rec.protocol.yolov5_dir) / "train.py")] if rec.protocol.yolov5_dir else ["-m", "yolov5.train"]
         argv = [sys.executable, *words[1:script], *entry, *words[script + 1 :]]
         if fraction is not None:
-            subset, count = subset_yaml(rec.protocol.data, count, work)
+            subset, count = subset_yaml(rec.data, count, work)
             argv[argv.index("--data") + 1] = str(subset)
             notes.append(f"--fraction {fraction:g}: --data was a copy of the data yaml whose train entry lists the first {count} of {total} train images")
         else:
-            argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.protocol.data, work))  # resolved, as above
+            argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.data, work))  # resolved, as above
         argv += ["--project", str(runs), "--name", RUN_NAME, "--exist-ok"]
         if rec.protocol.yolov5_dir:
             notes.append(f"ran {Path(rec.protocol.yolov5_dir) / 'train.py'} (the checkout the command runs in) from a temporary folder")

@@ -6,6 +6,7 @@ result. Storage, warm start from another machine's study, and export/import live
 """
 
 from speedopt.study._config import SearchConfig
+from speedopt.study._copies import DataCopy, find_copies, make_copies
 from speedopt.study._finals import Finals, Repeat, finalists
 from speedopt.study._optimize import QuietView, View, best_feasible, run, suggest
 from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome, recommended_trial
@@ -30,6 +31,7 @@ from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
     "OBJECTIVE",
+    "DataCopy",
     "Domain",
     "FailedTrial",
     "Finals",
@@ -55,11 +57,13 @@ __all__ = [
     "default_space",
     "default_study_name",
     "export",
+    "find_copies",
     "finalists",
     "find_study",
     "import_study",
     "list_studies",
     "load_file",
+    "make_copies",
     "open_storage",
     "outcome",
     "parse_baseline",

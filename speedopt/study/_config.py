@@ -39,3 +39,4 @@ class SearchConfig:
     weights: str | None = None
     probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
+    prepare: str | None = None  # jpg | png | npy: make the data knob's resized copies first (speedopt prepare)

@@ -5,18 +5,25 @@ Optuna's own loop (``Study.optimize`` with ``timeout`` and a :class:`~optuna.stu
 run trials until the study holds its target. Every trial ends in a closed status (ok, oom, timeout,
 infeasible, error): a non-ok trial is recorded with its status and message, scores 0 images/s and
 violates the ``measured`` constraint, so the sampler learns to avoid it and it is never the best.
+
+Once per study, before its first trial, the trainer's label caches of the data it trains on are built
+(:func:`label_caches`, kept in the study's user attrs), so no trial scans labels; the dataset is listed
+once per run (the plan's listing) and handed to every trial's request.
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from speedopt import engines
+from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialRequest, TrialResult, prepare, run_trial
+from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
 from speedopt.quality import Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
 from speedopt.study import _finals as finals_mod
@@ -96,23 +103,75 @@ def best_feasible(study: optuna.Study) -> float | None:
     return best.images_per_s if best else None
 
 
-def _prepare(plan: SearchPlan, knobs: Knobs) -> TrialRequest | TrialResult:
+@dataclass(frozen=True)
+class _Inputs:
+    """What every trial of one run shares: the dataset listed once, and the study's label caches."""
+
+    dataset: Dataset
+    labels: LabelCaches = field(default_factory=LabelCaches)
+    copies: dict[str, Dataset] = field(default_factory=dict)  # prepared copies' listings, read on first use
+
+    def listing(self, yaml: str) -> Dataset:
+        """The listing of the study's data or of one of its prepared copies, read once per run."""
+        if str(self.dataset.yaml_path) == yaml:
+            return self.dataset
+        if yaml not in self.copies:
+            self.copies[yaml] = load(yaml)
+        return self.copies[yaml]
+
+
+def study_dataset(plan: SearchPlan) -> Dataset:
+    """The study's data, listed once per run: the plan's listing, else read now (a worker's plan has none)."""
+    ds = plan.dataset
+    if ds is not None and str(ds.yaml_path) == plan.protocol.data:
+        return ds
+    return load(plan.protocol.data)
+
+
+def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Sequence[str]) -> LabelCaches:
+    """The trainer's label caches of ``yamls`` (every data.yaml the study may train on), built once per
+    study before its first trial and kept in its user attrs (:data:`~speedopt.measure.LABELS_ATTR`).
+
+    A study that holds the attr (resumed, or joined after its creator built them) builds nothing, nor
+    does an engine without the hook; a failed build is a note and its trials scan their labels.
+    """
+    stored = study.user_attrs.get(LABELS_ATTR)
+    if stored is not None:
+        return LabelCaches.from_attr(stored)
+    p = plan.protocol
+    if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_label_cache:
+        return LabelCaches()
+    images = p.dataset.train_images + p.dataset.val_images
+    view.waiting(f"building the trainer's label cache once for {images} images (train and val), before the first trial")
+    caches = build_label_caches(
+        yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.waiting
+    )
+    study.set_user_attr(LABELS_ATTR, caches.to_attr())
+    view.waiting(caches.summary())
+    return caches
+
+
+def _prepare(plan: SearchPlan, knobs: Knobs, inputs: _Inputs) -> TrialRequest | TrialResult:
     """The checked request for ``knobs``, or an error result (e.g. the dataset vanished mid-search)."""
     p = plan.protocol
     try:
+        yaml = p.data_yaml(knobs)  # data=resized: the prepared copy at the knobs' imgsz
         return prepare(
-            p.data, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=p.steps,
-            warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed, ram_limit_bytes=p.ram_limit_bytes,
-            max_steps=p.max_steps,
+            inputs.listing(yaml), knobs, device=p.device, engine=p.engine,
+            yolov5_dir=p.yolov5_dir, steps=p.steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed,
+            ram_limit_bytes=p.ram_limit_bytes, max_steps=p.max_steps, label_caches=inputs.labels.for_data(yaml),
         )
     except UsageError as exc:  # record, don't crash
         return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
 
 
-def _measure(plan: SearchPlan, request: TrialRequest | TrialResult, view: View) -> TrialResult:
+def _measure(plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: _Inputs) -> TrialResult:
     if isinstance(request, TrialResult):
         return request
-    return run_trial(request, progress=view.trial_progress, on_wait=view.waiting, owner=plan.study_name)
+    return run_trial(
+        request, progress=view.trial_progress, on_wait=view.waiting, owner=plan.study_name,
+        dataset=inputs.listing(request.data_yaml),
+    )
 
 
 def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | TrialResult) -> int | None:
@@ -128,7 +187,7 @@ def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | Tria
 DUPLICATE_LIMIT = 25
 
 
-def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.Trial], float]:
+def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> Callable[[optuna.Trial], float]:
     repeats = {"in_a_row": 0}
 
     def objective(trial: optuna.Trial) -> float:
@@ -139,7 +198,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.T
         suggested = suggest(trial, plan.protocol.space)  # the baseline's enqueued values too: the sampler learns from it
         knobs = plan.protocol.baseline if baseline else suggested
 
-        request = _prepare(plan, knobs)
+        request = _prepare(plan, knobs, inputs)
         earlier = None if baseline else duplicate_of(trial.study, knobs, request)
         if earlier is not None:  # not measured again as a new trial: the budget goes to new configs
             trial.set_user_attr("duplicate_of", earlier)
@@ -150,7 +209,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge) -> Callable[[optuna.T
             raise optuna.TrialPruned(f"config already measured in trial {earlier}")
         repeats["in_a_row"] = 0
         view.trial_started(trial.number, knobs)
-        result = _measure(plan, request, view)
+        result = _measure(plan, request, view, inputs)
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
         for key, value in stored.items():
@@ -306,15 +365,20 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
         view.start(plan, outcome(study), notes)
         try:
             p = plan.protocol
+            inputs = _Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
+            target = ProbeTarget(
+                p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
+                p.copies[0].format if p.copies else "",
+            )
             judge = Judge(
-                p.quality, ProbeTarget(p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device), p.baseline, storage,
+                p.quality, target, p.baseline, storage,
                 plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
             )
-            objective = interrupts.guard(_guarded(_objective(plan, view, judge), p.trials))
+            objective = interrupts.guard(_guarded(_objective(plan, view, judge, inputs), p.trials))
             with interrupts.quiet():
                 _fill(study, storage, objective, plan, view)
             if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
-                _finals(plan, study, view)
+                _finals(plan, study, view, inputs)
             elif plan.create and _full(study, p.trials):
                 view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
         except KeyboardInterrupt:
@@ -371,10 +435,10 @@ def _fill(study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna
             view.waiting(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
 
 
-def _finals(plan: SearchPlan, study: optuna.Study, view: View) -> None:
+def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
     """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.study._finals`)."""
     p = plan.protocol
     finals_mod.run(
-        study, records(study), p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs), view),
+        study, records(study), p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs, inputs), view, inputs),
         p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
     )

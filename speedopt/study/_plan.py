@@ -6,6 +6,7 @@ half-made study; :func:`plan_for_worker` rebuilds the plan of an existing study 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +35,8 @@ from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
 from speedopt.study import _space as space_mod
 from speedopt.study import _warmstart as warmstart
 from speedopt.study._config import SearchConfig
+from speedopt.study._copies import FORMATS as COPY_FORMATS
+from speedopt.study._copies import LOSSLESS, DataCopy, find_copies
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._space import Domain, Space
 from speedopt.study._storage import check_study_name, find_study
@@ -51,6 +54,9 @@ class SearchPlan:
     notes: tuple[str, ...] = ()
     warm_cache: dict[str, Any] = field(default_factory=dict)  # probe results to copy from a warm-start source
     create: bool = True  # False: join an existing study only (a worker)
+    to_prepare: tuple[int, ...] = ()  # imgsz values whose copy --prepare must make before the study runs
+    prepare_format: str | None = None
+    dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
 
 
 def plan(config: SearchConfig) -> SearchPlan:
@@ -88,6 +94,8 @@ def plan(config: SearchConfig) -> SearchPlan:
     _check_listed(listed, fixed, eng, device, policy, off_why)
     here = machine.fingerprint(str(ds.yaml_path.parent))
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)
+    data = _data_knob(config, ds, space, policy, base, {**listed, **fixed})
+    space, policy, space_notes = data.space, data.policy, space_notes + list(data.notes)
     fp_data = fingerprint(ds)
     notes += fp_data.notes()  # unreadable images the size sample skipped, as the trainer will
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
@@ -113,6 +121,7 @@ def plan(config: SearchConfig) -> SearchPlan:
         ram_limit_bytes=ram_limit,
         seed=config.seed,
         warm_start=warm,
+        copies=data.copies,
     )
     return SearchPlan(
         storage_url=config.storage or defaults.STORAGE_URL,
@@ -122,7 +131,72 @@ def plan(config: SearchConfig) -> SearchPlan:
         seed=config.seed,
         notes=tuple(notes + space_notes + warm_notes),
         warm_cache=warm_cache,
+        to_prepare=data.to_prepare,
+        prepare_format=config.prepare if data.to_prepare else None,
+        dataset=ds,
     )
+
+
+@dataclass(frozen=True)
+class _DataKnob:
+    """The ``data`` knob as a plan decides it: the space and policy with it, the copies, what to prepare."""
+
+    space: Space
+    policy: Policy
+    copies: tuple[DataCopy, ...] = ()
+    to_prepare: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _data_knob(
+    config: SearchConfig, ds: Dataset, space: Space, policy: Policy, base: Knobs, given: dict[str, Domain]
+) -> _DataKnob:
+    """Offer ``data: [original, resized]`` where a prepared copy exists (or --prepare makes one) for every
+    imgsz in the space. A lossless copy holds the pixels the trainer would compute: accuracy-neutral, so
+    it is searched with quality off too; a JPEG copy is an accuracy knob like imgsz (probed, or kept at
+    the baseline with quality off)."""
+    sizes = space.domains["imgsz"].values()
+    if config.prepare is not None and config.prepare not in COPY_FORMATS:
+        raise UsageError(f"--prepare must be one of {', '.join(COPY_FORMATS)}, got {config.prepare!r}")
+    if config.prepare is not None:
+        formats: tuple[str, ...] = (config.prepare,)
+    else:
+        formats = COPY_FORMATS if policy.probing else (*LOSSLESS, "jpg")
+    copies = find_copies(ds, sizes, formats)
+    wanted = given.get("data")
+    if not copies and config.prepare is None:
+        if wanted is not None and "resized" in wanted.values():
+            raise UsageError(
+                f"data=resized needs a prepared copy at imgsz {', '.join(map(str, sizes))}; run `speedopt prepare "
+                f"--data {config.data} --imgsz N` for each, or add --prepare png (or jpg) to this search"
+            )
+        return _DataKnob(space, policy)
+    lossless = config.prepare in LOSSLESS if not copies else all(c.lossless for c in copies)
+    if lossless and config.engine == "ultralytics":
+        policy = dataclasses.replace(policy, neutral=("data",))
+    values: tuple[str, ...] = ("original", "resized")
+    notes = []
+    if not policy.probing and "data" not in policy.neutral:
+        values = ("original",)
+        notes.append(
+            "data=resized not searched: the prepared copy is JPEG (it can change accuracy) and quality is off; "
+            "search with --prepare png for a lossless copy, or use --quality probe"
+        )
+    if wanted is not None:
+        if len(wanted.values()) > 1 and not policy.probing and "data" not in policy.neutral:
+            raise UsageError(
+                "--space lists data [original, resized] but the prepared copy is JPEG and quality is off, which keeps "
+                "accuracy knobs at the baseline; prepare a lossless copy (--prepare png) or use --quality probe"
+            )
+        values = wanted.values()
+    domains = {**space.domains, "data": Domain(choices=values)}
+    made = ", ".join(f"{c.imgsz} ({c.format}, {c.bytes / 2**20:.0f} MB)" for c in copies)
+    if copies:
+        notes.append(f"data knob: prepared copies at imgsz {made}")
+    missing = () if copies else sizes
+    if missing:
+        notes.append(f"data knob: --prepare {config.prepare} makes a copy at imgsz {', '.join(map(str, missing))} first")
+    return _DataKnob(Space(domains).containing(base), policy, copies, tuple(missing), tuple(notes))
 
 
 def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:
@@ -174,7 +248,7 @@ def _check_listed(
         )
     if policy.probing:
         return
-    searched = [k for k in ACCURACY_KNOBS if k in own and len(own[k].values()) > 1]
+    searched = [k for k in ACCURACY_KNOBS if k in own and len(own[k].values()) > 1 and k != "data"]  # data: _data_knob
     if searched:
         what = " and ".join(f"{k} {own[k].text()}" for k in searched)
         names = ", ".join(searched)
@@ -215,10 +289,10 @@ def _space(
         notes.append("amp=on dropped from the space: AMP needs CUDA")
     if not policy.probing:  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values
         values = base.to_dict()  # (a knob the user pinned, by --fix or one --space value, keeps that value)
-        pinned = [k for k in ACCURACY_KNOBS if k not in fixed and k not in listed]
+        pinned = [k for k in ACCURACY_KNOBS if k in domains and k not in fixed and k not in listed]
         domains.update({k: Domain(choices=(values[k],)) for k in pinned})
         notes.append(f"quality off: {', '.join(pinned) or 'no accuracy knob'} fixed at the baseline; no probes")
-        differ = [k for k in ACCURACY_KNOBS if domains[k].values() != (values[k],)]
+        differ = [k for k in ACCURACY_KNOBS if k in domains and domains[k].values() != (values[k],)]
         if differ:
             ours = ", ".join(f"{k}={value_text(domains[k].values()[0])}" for k in differ)
             theirs = ", ".join(f"{k}={value_text(values[k])}" for k in differ)
@@ -265,7 +339,7 @@ def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
     why = protocol.machine.key.mismatch(here.key)
     if why:
         raise UsageError(f"refusing to join {study_name!r}: {why}; mixing machines in one study corrupts its numbers")
-    load(protocol.data)  # the data must be here too, at the same path
+    listed = load(protocol.data)  # the data must be here too, at the same path (listed once for the run)
     if protocol.device != "cpu":
         machine.parse_device(protocol.device)
     return SearchPlan(
@@ -275,4 +349,5 @@ def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
         seed=protocol.seed + os.getpid(),  # workers must not all sample the same sequence
         notes=(f"joined study {study.study_name!r} as a worker",),
         create=False,
+        dataset=listed,
     )

@@ -18,6 +18,7 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.machine import MachineFingerprint
 from speedopt.quality import Policy
+from speedopt.study._copies import DataCopy, copy_for
 from speedopt.study._space import Space
 from speedopt.study._warmstart import WarmStart
 from speedopt.version import __version__
@@ -59,6 +60,11 @@ class StudyProtocol:
     warm_start: WarmStart | None = None
     speedopt_version: str = __version__
     objective: str = OBJECTIVE
+    copies: tuple[DataCopy, ...] = ()  # the prepared copies data=resized trains on, one per imgsz
+
+    def data_yaml(self, knobs: Knobs) -> str:
+        """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""
+        return copy_for(self.copies, knobs.imgsz).yaml if knobs.data == "resized" else self.data
 
     def to_attrs(self) -> dict[str, Any]:
         """The study user attrs (JSON values), one per field."""
@@ -68,6 +74,9 @@ class StudyProtocol:
             attrs[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
         if self.warm_start is None:
             del attrs["warm_start"]
+        attrs["copies"] = [c.to_dict() for c in self.copies]
+        if not self.copies:
+            del attrs["copies"]
         return attrs
 
     @classmethod
@@ -83,6 +92,7 @@ class StudyProtocol:
         values["baseline"] = Knobs.from_dict(attrs["baseline"])
         values["quality"] = Policy.from_dict(attrs.get("quality") or {"mode": "off"})
         values["warm_start"] = WarmStart.from_dict(attrs["warm_start"]) if attrs.get("warm_start") else None
+        values["copies"] = tuple(DataCopy.from_dict(c) for c in attrs.get("copies") or ())
         return cls(**values)
 
     def conflict(self, existing: dict[str, Any], study_name: str) -> str | None:

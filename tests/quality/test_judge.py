@@ -26,7 +26,10 @@ def test_signature_holds_only_accuracy_knobs():
     a = Knobs(model="yolov5n", imgsz=320, batch=8, workers=0, cache="none", amp=False, freeze=0)
     b = Knobs(model="yolov5n", imgsz=320, batch=8, workers=2, cache="ram", amp=False, freeze=0)
     assert quality.signature(a) == quality.signature(b)
-    assert set(quality.signature(a)) == {"model", "imgsz", "freeze", "batch", "amp"}
+    assert set(quality.signature(a)) == {"model", "imgsz", "freeze", "batch", "amp"}  # as before the data knob
+    resized = quality.signature(Knobs(data="resized"))
+    assert resized["data"] == "resized" and resized != quality.signature(Knobs())  # a copy is another signature
+    assert "data=resized" in quality.signature_text(resized)
 
 
 def test_verdict_constraint():
@@ -55,6 +58,12 @@ def test_unchecked_knobs_name_what_quality_off_changed():
     assert quality.unchecked_text(("model", "imgsz")) == "accuracy not checked: model, imgsz differ from the baseline"
     assert quality.unchecked_text(("batch",)) == "accuracy not checked: batch differs from the baseline"
     assert quality.unchecked_text(()) == ""
+    # A lossy copy is an unchecked difference; a lossless one (the policy's neutral knobs) is the same model.
+    assert quality.unchecked_knobs(off, base, Knobs(data="resized")) == ("data",)
+    lossless = quality.Policy(mode="off", neutral=("data",))
+    assert quality.unchecked_knobs(lossless, base, Knobs(data="resized")) == ()
+    assert quality.Policy.from_dict(lossless.to_dict()) == lossless
+    assert "neutral" not in off.to_dict()  # a study without copies stores what it stored before
 
 
 def test_quality_off_verdict_says_when_accuracy_was_not_checked():

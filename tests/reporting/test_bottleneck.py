@@ -62,3 +62,19 @@ def test_compute_bound_on_a_gpu(amp, util, advice):
 def test_compute_bound_on_the_cpu():
     d = diagnose(_result(), CPU)
     assert d.kind == "compute-bound" and "the CPU runs the model" in d.advice and "5%" in d.evidence
+
+
+def test_data_bound_on_images_far_above_imgsz_is_decode_bound_and_points_at_prepare():
+    from speedopt.reporting._bottleneck import Images
+
+    big = Images(mean_bytes=1.2 * 2**20, long_side=1920)
+    d = diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, big, "1.9x measured")
+    assert d.kind == "decode-bound" and "6.0 x larger than imgsz=320" in d.evidence and "long side 1920 px" in d.evidence
+    assert "speedopt prepare --imgsz 320" in d.advice and "1.9x measured" in d.advice
+    # The same wait on images near imgsz, or on a prepared copy, is plain data-bound.
+    near = Images(mean_bytes=40_000, long_side=480)
+    assert diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, near).kind == "data-bound"
+    copy = Images(mean_bytes=40_000, long_side=1920, prepared=True)
+    assert diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, copy).kind == "data-bound"
+    # Not waiting for data: compute-bound, whatever the image size.
+    assert diagnose(_result(data_wait_fraction=0.05, config=Knobs(imgsz=320)), CPU, None, big).kind == "compute-bound"

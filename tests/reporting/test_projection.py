@@ -30,3 +30,38 @@ def test_untimed_validation_is_left_out_and_said_so():
 def test_no_projection_without_a_throughput():
     assert project(_result(images_total=100), epochs=3, val_s=None) is None
     assert project(_result(images_per_s=10.0), epochs=3, val_s=None) is None
+
+
+def _build(train_s, val_s):
+    from speedopt.engines import LabelCacheBuild, SplitLabels
+
+    splits = (
+        SplitLabels("train", "/d/labels/train.cache", 1000, train_s, False, "h", "1"),
+        SplitLabels("val", "/d/labels/val.cache", 50, val_s, False, "h", "1"),
+    )
+    return LabelCacheBuild("/d/data.yaml", splits)
+
+
+def test_the_label_scan_is_counted_once_from_the_study_build_not_scaled_per_trial():
+    # The trial read the prebuilt cache (no scan): its build is the cache fill alone, scaled to the full set;
+    # the label scan is the labels job's measured seconds for train and val, added once.
+    r = _result(images_per_s=20.0, images_total=1000, images_used=100, train_build_s=0.5, val_build_s=0.25, label_scan_s=0.0)
+    p = project(r, epochs=10, val_s=5.0, labels=_build(30.0, 2.0))
+    assert p.label_scan_s == pytest.approx(32.0)
+    assert p.build_s == pytest.approx(32.0 + 0.5 * 10 + 0.25)
+    assert p.total_s == pytest.approx(p.build_s + 10 * (50.0 + 5.0))
+    assert any("label scan 32.0 s measured once for 1050 train and val images" in b for b in p.basis)
+    assert any("multi-GPU" in n for n in p.notes)
+
+
+def test_a_trial_that_scanned_anyway_does_not_count_the_scan_twice():
+    r = _result(images_per_s=20.0, images_total=1000, images_used=100, train_build_s=3.0, val_build_s=1.0, label_scan_s=2.5)
+    p = project(r, epochs=1, val_s=None, labels=_build(30.0, 2.0))
+    assert p.build_s == pytest.approx(32.0 + (3.0 - 2.5) * 10 + 1.0)
+
+
+def test_without_a_build_a_trial_that_read_a_cache_says_the_scan_is_missing():
+    r = _result(images_per_s=20.0, images_total=1000, images_used=100, train_build_s=0.5, val_build_s=0.25, label_scan_s=0.0)
+    p = project(r, epochs=1, val_s=None)
+    assert p.label_scan_s is None and p.build_s == pytest.approx(5.25)
+    assert any("label scan not included" in b for b in p.basis)

@@ -2,11 +2,13 @@
 
 import importlib.metadata
 import itertools
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import optuna
 import psutil
@@ -34,6 +36,17 @@ def space_file(tmp_path):
 def _study(url):
     (summary,) = [s for s in optuna.get_all_study_summaries(url) if s.study_name != CACHE_STUDY]
     return optuna.load_study(study_name=summary.study_name, storage=url)
+
+
+def _job_kind(process):
+    """The kind of job a speedopt child process runs ("trial", "labels", ...), None for any other process."""
+    try:
+        argv = process.cmdline()
+        if "speedopt.measure._child" not in argv:
+            return None
+        return json.loads((Path(argv[-1]) / "request.json").read_text()).get("kind")
+    except (psutil.Error, OSError, ValueError):
+        return None
 
 
 def _trial_processes():
@@ -116,7 +129,7 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     deadline = time.monotonic() + 120
     child = None
     while time.monotonic() < deadline and child is None:
-        kids = [p for p in psutil.Process(search.pid).children(recursive=True) if "speedopt.measure._child" in " ".join(p.cmdline())]
+        kids = [p for p in psutil.Process(search.pid).children(recursive=True) if _job_kind(p) == "trial"]  # not the labels job
         child = kids[0] if kids else None
         time.sleep(0.2)
     assert child is not None, "no trial started"

@@ -107,7 +107,7 @@ def test_fix_over_a_space_entry_is_noted(demo_yaml, tmp_path):
     assert "--fix imgsz=96 overrides the space file's imgsz [64, 128]" in p.notes
 
 
-QUALITY_OFF = "keeps the accuracy knobs (model, imgsz, freeze, batch, amp) at the baseline's values"
+QUALITY_OFF = "keeps the accuracy knobs (model, imgsz, freeze, batch, amp, data) at the baseline's values"
 
 
 @pytest.mark.parametrize(

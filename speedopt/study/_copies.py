@@ -1,0 +1,113 @@
+"""The ``data`` knob's other value: prepared copies of the dataset, one per imgsz the space holds.
+
+``data=resized`` trains on the copy ``speedopt prepare`` made at the trial's imgsz (long side = imgsz,
+the decode-at-full-size work done once). A study offers the knob only where a complete, current
+copy exists for every imgsz value in its space, all in one format, or where ``--prepare FORMAT``
+makes them first. The study records each copy (:class:`DataCopy`), so every worker, report and
+printed command names the same file, and the prepare time is a one-time cost the report amortises.
+
+A lossless copy (png, npy) resized exactly as the Ultralytics trainer resizes (see
+:mod:`speedopt.data._prepare`) holds the very pixels that trainer would compute from the original:
+it cannot change the trained model. A JPEG copy can, slightly, so ``data`` is an accuracy knob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from speedopt.errors import UsageError
+
+if TYPE_CHECKING:
+    from speedopt.data import Dataset, PreparedCopy, PrepareSpec
+
+#: Copy formats a search looks for, in order of preference: lossless first under quality off.
+LOSSLESS = ("png", "npy")
+FORMATS = ("jpg", *LOSSLESS)
+
+
+@dataclass(frozen=True)
+class DataCopy:
+    """One prepared copy a study's ``data=resized`` trials train on: the copy at ``imgsz``."""
+
+    imgsz: int
+    yaml: str  # the copy's data.yaml (absolute)
+    format: str
+    quality: int
+    seconds: float  # wall time the prepare that made it took (a one-time cost of the run)
+    bytes: int  # the copy's image bytes on disk
+    source_bytes: int
+    jobs: int = 1
+    images: int = 0
+
+    @property
+    def lossless(self) -> bool:
+        """The copy holds the pixels the trainer would compute itself (see the module docstring)."""
+        return self.format in LOSSLESS
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DataCopy:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def of(cls, copy: PreparedCopy) -> DataCopy:
+        spec = copy.spec
+        return cls(
+            imgsz=spec.imgsz, yaml=str(copy.yaml_path), format=spec.format, quality=spec.quality,
+            seconds=round(copy.seconds, 3), bytes=copy.bytes, source_bytes=copy.source_bytes, jobs=copy.jobs,
+            images=copy.images,
+        )
+
+
+def spec_for(imgsz: int, fmt: str) -> PrepareSpec:
+    """The copy spec a study uses: JPEG at quality 100 (the practitioners' choice), or a lossless format."""
+    from speedopt.data import PrepareSpec
+
+    return PrepareSpec(imgsz=imgsz, format=fmt, quality=100)
+
+
+def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[str] = FORMATS) -> tuple[DataCopy, ...]:
+    """Complete, current copies for every size in ``sizes``, in the first format of ``formats`` that has
+    them all; () when none has. A stale copy (the source changed since) raises UsageError."""
+    from speedopt.data import find_copy
+
+    for fmt in formats:
+        found = [find_copy(ds, spec_for(size, fmt)) for size in sizes]
+        if all(c is not None for c in found):
+            return tuple(DataCopy.of(c) for c in found if c is not None)
+    return ()
+
+
+def make_copies(
+    ds: Dataset, sizes: Sequence[int], fmt: str, progress: Callable[[int, int, int], None] | None = None
+) -> tuple[DataCopy, ...]:
+    """Make (or finish, or update) the copy at each size; ``progress(imgsz, done, total)`` as images are written."""
+    from speedopt.data import prepare as prepare_copy
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--prepare must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    made = []
+    for size in sizes:
+        report = prepare_copy(ds, spec_for(size, fmt), progress=None if progress is None else _at(progress, size))
+        made.append(DataCopy.of(report.copy))
+    return tuple(made)
+
+
+def _at(progress: Callable[[int, int, int], None], size: int) -> Callable[[int, int], None]:
+    return lambda done, total: progress(size, done, total)
+
+
+def copy_for(copies: Sequence[DataCopy], imgsz: int) -> DataCopy:
+    """The copy at ``imgsz``; UsageError when the study has none (a space without that copy)."""
+    for copy in copies:
+        if copy.imgsz == imgsz:
+            return copy
+    raise UsageError(
+        f"no prepared copy at imgsz={imgsz} in this study; run `speedopt prepare --imgsz {imgsz}` or search with --prepare"
+    )
