@@ -36,10 +36,20 @@ def _twin(knobs: Knobs) -> Knobs:
     return replace(knobs, data="original" if knobs.data == "resized" else "resized")
 
 
-def prepare_gain(done: list[TrialRecord]) -> str:
-    """What this study measured for data=resized against the original with every other knob equal (the
-    median ratio over such pairs), or "" when it measured no such pair."""
+def prepare_gain(done: list[TrialRecord], knobs: Knobs | None = None) -> str:
+    """What this study measured for data=resized against the original with every other knob equal: for
+    ``knobs`` when it measured their twin, else the median ratio over all such pairs; "" without a pair."""
     ok = {r.config: r for r in done if r.result.ok and r.result.images_per_s}
+    twin = ok.get(_twin(knobs)) if knobs is not None else None
+    if knobs is not None and knobs in ok and twin is not None:
+        mine = ok[knobs]
+        resized, original = (mine, twin) if knobs.data == "resized" else (twin, mine)
+        ratio = float(resized.result.images_per_s or 0) / float(original.result.images_per_s or 1)
+        return (
+            f"this study measured {ratio:.2f}x for this config on the copy: trial {resized.number} "
+            f"{resized.result.images_per_s:.1f} vs trial {original.number} {original.result.images_per_s:.1f} images/s, "
+            "one measurement each"
+        )
     ratios, example = [], None
     for knobs, record in ok.items():
         twin = ok.get(_twin(knobs))

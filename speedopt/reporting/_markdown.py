@@ -294,15 +294,15 @@ def _ended_early(result: SearchOutcome) -> list[str]:
 
 def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[int, Projection | None], epochs: int) -> list[str]:
     lines = ["## 6. Bottlenecks", "", "| # | bottleneck | evidence | turn first |", "|---|---|---|---|"]
-    gain = prepare_gain(done)
     for r in done:
         d = diagnose(
-            r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None), images_for(p, r.result), gain
+            r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None), images_for(p, r.result),
+            prepare_gain(done, r.config),
         )
         lines.append(f"| {r.number} | {d.kind} | {_cell(d.evidence)} | {d.advice} |")
     base = next((r for r in done if r.is_baseline), None)
     if base is not None:
-        d = diagnose(base.result, p.machine, projections.get(base.number), images_for(p, base.result), gain)
+        d = diagnose(base.result, p.machine, projections.get(base.number), images_for(p, base.result), prepare_gain(done, base.config))
         lines += ["", f"**Baseline:** {d.kind}: {d.evidence}. What to change first: {d.advice}."]
     return lines + [""]
 

@@ -142,7 +142,8 @@ def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Seque
     if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_label_cache:
         return LabelCaches()
     images = p.dataset.train_images + p.dataset.val_images
-    view.waiting(f"building the trainer's label cache once for {images} images (train and val), before the first trial")
+    what = f"{images} images (train and val)" + (f" in each of {len(yamls)} data.yamls (the dataset and its prepared copies)" if len(yamls) > 1 else "")
+    view.waiting(f"building the trainer's label cache once for {what}, before the first trial")
     caches = build_label_caches(
         yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.waiting
     )

@@ -84,3 +84,18 @@ def test_png_demo_data_is_lossless_and_loads(tmp_path):
     assert len(ds.train_images) == 3 and all(p.suffix == ".png" for p in ds.train_images)
     with Image.open(ds.train_images[0]) as im:
         assert im.format == "PNG" and im.size == (96, 64)
+
+
+def test_photos_are_camera_size_jpegs_unless_told_otherwise(tmp_path):
+    from PIL import Image
+
+    done = run_cli("demo-data", str(tmp_path / "p"), "--photos", "--train", "2", "--val", "1")
+    assert done.returncode == 0, done.stderr
+    images = sorted((tmp_path / "p" / "images").rglob("*.jpg"))
+    assert len(images) == 3
+    with Image.open(images[0]) as im:
+        assert im.size == (1920, 1080) and im.format == "JPEG"
+    small = run_cli("demo-data", str(tmp_path / "q"), "--photos", "--size", "640x360", "--train", "1", "--val", "1")
+    assert small.returncode == 0, small.stderr
+    with Image.open(next((tmp_path / "q" / "images" / "train").iterdir())) as im:
+        assert im.size == (640, 360)

@@ -78,3 +78,19 @@ def test_data_bound_on_images_far_above_imgsz_is_decode_bound_and_points_at_prep
     assert diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, copy).kind == "data-bound"
     # Not waiting for data: compute-bound, whatever the image size.
     assert diagnose(_result(data_wait_fraction=0.05, config=Knobs(imgsz=320)), CPU, None, big).kind == "compute-bound"
+
+
+def test_the_gain_a_copy_bought_is_read_from_the_twin_trial_with_every_other_knob_equal():
+    from speedopt.quality import Feasibility
+    from speedopt.reporting._images import prepare_gain
+    from speedopt.study import TrialRecord
+
+    def record(number, speed, **knobs):
+        config = Knobs(imgsz=160, workers=0, amp=False, **knobs)
+        return TrialRecord(number, _result(images_per_s=speed, config=config), Feasibility.FEASIBLE)
+
+    done = [record(0, 28.0), record(1, 40.0, cache="ram"), record(2, 42.0, data="resized"), record(3, 40.0, cache="ram", data="resized")]
+    own = prepare_gain(done, done[0].config)
+    assert "1.50x for this config" in own and "trial 2 42.0 vs trial 0 28.0" in own
+    assert "1.25x" in prepare_gain(done)  # no config given: the median over both pairs (1.5 and 1.0)
+    assert prepare_gain(done[:2]) == ""  # no pair: nothing claimed
