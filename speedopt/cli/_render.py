@@ -29,6 +29,11 @@ def trial_table(result: TrialResult) -> Table:
     wait = None if result.data_wait_fraction is None else 100 * result.data_wait_fraction
     table.add_row("waiting for data", _fmt(wait, " %", 1))
     table.add_row("setup (scan, cache, model)", _fmt(result.setup_s, " s", 1))
+    table.add_row("of which label scan", _fmt(result.label_scan_s, " s", 1) + (" (read from the label cache)" if result.label_scan_s == 0.0 else ""))
+    read = "-"
+    if result.image_bytes_mean is not None and result.image_long_side is not None:
+        read = f"long side {result.image_long_side} px, {result.image_bytes_mean / 2**10:.0f} KiB each (mean)"
+    table.add_row("train images read", read)
     table.add_row("peak RAM (with workers)", _fmt(result.peak_ram_mb, " MB", 0))
     table.add_row("peak GPU memory", _fmt(result.peak_gpu_mem_mb, " MB", 0))
     table.add_row("GPU / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")
