@@ -174,9 +174,10 @@ class Engine(abc.ABC):
         engine without it run with quality off (accuracy knobs fixed at the baseline)."""
         raise NotImplementedError(f"the {self.name} engine has no quality probe; use --quality off")
 
-    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
-        """Seconds of one validation pass on the val split as the trainer runs it each epoch, and the
-        images validated; engines with ``supports_validation_timing`` implement it (the projection)."""
+    def time_validation(self, run: ProbeRun) -> tuple[float, int, float | None]:
+        """Seconds of one validation pass on the val split as the trainer runs it each epoch, the images
+        validated, and the seconds of the epoch-end checkpoint save that follows it (None: not timed);
+        engines with ``supports_validation_timing`` implement it (the projection)."""
         raise NotImplementedError(f"the {self.name} engine cannot time a validation pass")
 
     def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:

@@ -209,13 +209,17 @@ class UltralyticsEngine(Engine):
             images=len(trainer.train_loader.dataset),
         )
 
-    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
-        # One epoch on one batch, then the epoch-end validation the trainer runs every epoch, timed.
+    def time_validation(self, run: ProbeRun) -> tuple[float, int, float | None]:
+        # One epoch on one batch, then the epoch-end validation the trainer runs every epoch, timed; then
+        # its epoch-end save_model() (last.pt, and best.pt: the first epoch always improves), timed, in the
+        # job's private folder.
         one_batch = dataclasses.replace(run, epochs=1, fraction=run.knobs.batch)
         trainer = _probe_trainer(one_batch, lambda t: None)
         _, spent = _patch_trainer(trainer)
+        saves: list[float] = []
+        trainer.save_model = timed(trainer.save_model, saves)
         trainer.train()
-        return spent[-1], len(trainer.test_loader.dataset)
+        return spent[-1], len(trainer.test_loader.dataset), (saves[-1] if saves else None)
 
     def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:
         # The trainer's own dataset builder on the full splits, with the data dict its trainer makes from

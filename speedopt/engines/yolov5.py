@@ -249,22 +249,33 @@ class Yolov5Engine(Engine):
             self._run_train_py(module, train_run, callbacks, ["--name", "probe", "--nosave"], seen)
         return ProbeScores(map50=scores.get("map50", 0.0), map50_95=scores.get("map50_95", 0.0), images=train_run.images)
 
-    def time_validation(self, run: ProbeRun) -> tuple[float, int]:
-        # One epoch on one batch, then the validation train.py runs at each epoch's end, timed.
+    def time_validation(self, run: ProbeRun) -> tuple[float, int, float | None]:
+        # One epoch on one batch, then the validation train.py runs at each epoch's end, timed; then its
+        # checkpoint save (the ckpt dict, torch.save of last.pt, and of best.pt: the first epoch always
+        # improves), timed from on_fit_epoch_end to on_model_save, in the job's private folder. The one
+        # epoch is the final one, so train.py validates and saves despite --noval --nosave.
         seen: dict[str, Any] = {}
         module = self._patched(seen)
         spent: list[float] = []
+        saves: list[float] = []
+        fit_end: list[float] = []
 
-        def stop(*_: Any) -> None:
-            raise TrialFinished  # the epoch-end validation is timed; nothing after it is needed
+        def fitted(*_: Any) -> None:
+            fit_end.append(time.perf_counter())
+
+        def saved(*_: Any) -> None:
+            if fit_end:
+                saves.append(time.perf_counter() - fit_end[-1])
+            raise TrialFinished  # validation and save are timed; nothing after them is needed
 
         module.validate.run = timed(module.validate.run, spent)
         callbacks = module.Callbacks()
-        callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=stop)
+        callbacks.register_action("on_fit_epoch_end", name="speedopt", callback=fitted)
+        callbacks.register_action("on_model_save", name="speedopt", callback=saved)
         one_batch = _probe_train_run(dataclasses.replace(run, epochs=1), images=run.knobs.batch)
         with self._training(seen):
             self._run_train_py(module, one_batch, callbacks, ["--name", "val", "--noval", "--nosave"], seen)
-        return spent[0], len(seen["val_dataset"])
+        return spent[0], len(seen["val_dataset"]), (saves[0] if saves else None)
 
     def build_label_cache(self, data_yaml: str, workdir: Path) -> LabelCacheBuild:
         # train.py's own check_dataset on the resolved data.yaml a trial reads, then its dataset class on

@@ -66,9 +66,10 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
         return f"label cache of {build.images} images {'found valid' if reused else 'built'} in {build.seconds:.1f} s"
     if isinstance(job, ValidateJob):
         run = ProbeRun(job.data_yaml, job.knobs, job.device, 1, 1.0, 0, workdir, job.weights)
-        seconds, images = engine.time_validation(run)
-        figures.update(val_s=seconds, val_images=images)
-        return f"validated {images} images"
+        seconds, images, save_s = engine.time_validation(run)
+        figures.update(val_s=seconds, val_images=images, save_s=save_s)
+        saved = f", saved the checkpoint in {save_s:.2f} s" if save_s is not None else ""
+        return f"validated {images} images in {seconds:.2f} s{saved}"
     assert isinstance(job, ProbeJob)
     probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights)
     scores = engine.probe(probe, lambda done, of: publish(phase="epoch", done=done, of=of))

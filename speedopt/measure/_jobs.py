@@ -49,7 +49,8 @@ class ProbeJob(_EngineJob):
 
 @dataclass(frozen=True)
 class ValidateJob(_EngineJob):
-    """Time one validation pass on the val split, as the trainer runs it at each epoch's end."""
+    """Time one validation pass on the val split, as the trainer runs it at each epoch's end, and the
+    checkpoint save that follows it (figures ``val_s``, ``val_images``, ``save_s``)."""
 
     kind: ClassVar[str] = "validate"
     timeout_flag: ClassVar[str] = "the validation timeout"
@@ -97,10 +98,13 @@ def job_from_json(text: str) -> Job:
 
 @dataclass(frozen=True)
 class ValidationTime:
-    """One validation pass, timed: seconds and the images it validated."""
+    """One validation pass, timed: seconds and the images it validated; and the epoch-end checkpoint save
+    timed in the same job (``save_s``: last.pt, and best.pt as the first epoch always improves; None where
+    not timed, e.g. a time stored before saves were timed)."""
 
     seconds: float
     images: int
+    save_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ class JobOutcome:
         """A validation pass's time (None unless it ended ok)."""
         if not self.ok:
             return None
-        return ValidationTime(self.figures["val_s"], self.figures["val_images"])
+        return ValidationTime(self.figures["val_s"], self.figures["val_images"], self.figures.get("save_s"))
 
     def labels(self) -> LabelCacheBuild | None:
         """A labels job's caches (None unless it ended ok)."""

@@ -1,7 +1,7 @@
 """The study's report: a markdown file a person can act on, with PNG figures and the trial table beside it.
 
 Every figure in it is read from the study (its records and trial table) or measured for it (one timed
-validation pass per projected config); projections are labelled as estimates with their inputs.
+validation pass and checkpoint save per projected config); projections are labelled as estimates with their inputs.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._filename import report_files
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._images import copies_section, images_for, prepare_gain
+from speedopt.reporting._loggers import logger_integrations
+from speedopt.reporting._overheads import overhead_advice
 from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
 from speedopt.reporting._verify import verified_section
@@ -196,7 +198,10 @@ def _projection(epochs: int, pb: Projection | None, pr: Projection | None, notes
     row("one-time dataset build (prepare + scan + cache)", lambda p: _duration(p.build_s))
     row("train time per epoch", lambda p: _duration(p.epoch_train_s))
     row("validation per epoch", lambda p: _duration(p.val_s))
+    row("checkpoint saves per epoch (last.pt + best.pt, upper bound)", lambda p: "-" if p.save_s is None else f"{p.save_s:.2f} s")
     row(f"total for {epochs} epochs", lambda p: _duration(p.total_s))
+    row("share of the run in validation", lambda p: _pct(p.share("validation")) if p.val_s is not None else "-")
+    row("share of the run in checkpoint saves", lambda p: _pct(p.share("checkpoint saves")) if p.save_s is not None else "-")
     if pb and pr and certain:
         lines.append(f"| time saved | | {_duration(pb.total_s - pr.total_s)} ({100 * (1 - pr.total_s / pb.total_s):.0f}%) |")
     elif pb and pr:
@@ -352,16 +357,16 @@ def _projections(
         if r is None or not r.result.ok or r.number in out:
             continue
         median, rounds = finals.median(r.number) if finals else (None, 0)
-        val_s = None
+        val_s = save_s = None
         if measure_validation:
             timed = validation_time(study, p, r.config)
             if isinstance(timed, ValidationTime):
-                val_s = timed.seconds
+                val_s, save_s = timed.seconds, timed.save_s
             else:
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
         out[r.number] = project(
             r.result, epochs, val_s, median, rounds, labels=label_build_for(study, p, r.config),
-            prepare_s=prepare_s_for(p, r.config),
+            prepare_s=prepare_s_for(p, r.config), save_s=save_s,
         )
     return out, notes
 
@@ -383,7 +388,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
-    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain) + copies_section(p, epochs)
+    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain)
+    md += overhead_advice(pr or pb, p.engine == "yolov5", logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)

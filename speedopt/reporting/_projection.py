@@ -1,7 +1,10 @@
 """Projected wall time of the full training run, from what trials measured (an estimate, with its inputs).
 
 full run = one-time dataset build + epochs x (full train set / measured images/s + one validation
-pass, timed once on the val split by a real validation run). The one-time build is the label scan
+pass, timed once on the val split by a real validation run + one checkpoint save, timed in the same
+run right after the validation). The save is the trainer's own epoch-end save: last.pt, and best.pt
+when the epoch improved; the timed save is of the first epoch, which always improves, so it writes
+both and counting it every epoch is an upper bound. The one-time build is the label scan
 plus the cache fill. Where the study built the trainer's label cache (its labels job, before the
 trials), the scan is that build's measured seconds for the train and val splits, counted once, and
 the trials' own builds (which then read the cache, scanning nothing) give the cache fill, scaled from
@@ -51,6 +54,25 @@ class Projection:
     basis: tuple[str, ...]
     label_scan_s: float | None = None  # of build_s: the label scan measured once by the study's labels job
     notes: tuple[str, ...] = ()  # advice on the one-time costs (a multi-GPU run: build the label cache first)
+    save_s: float | None = None  # one epoch-end checkpoint save (last.pt + best.pt: an upper bound per epoch)
+
+    @property
+    def epoch_s(self) -> float:
+        """One epoch of the full run: training, the validation pass and the checkpoint save."""
+        return self.epoch_train_s + (self.val_s or 0.0) + (self.save_s or 0.0)
+
+    def parts(self) -> dict[str, float]:
+        """The total, split into what it adds up (seconds): their sum is :attr:`total_s`."""
+        return {
+            "one-time build": self.build_s,
+            "training": self.epochs * self.epoch_train_s,
+            "validation": self.epochs * (self.val_s or 0.0),
+            "checkpoint saves": self.epochs * (self.save_s or 0.0),
+        }
+
+    def share(self, part: str) -> float | None:
+        """The fraction of the total spent in ``part`` (a key of :meth:`parts`); None for a zero total."""
+        return self.parts()[part] / self.total_s if self.total_s > 0 else None
 
 
 def project(
@@ -61,13 +83,15 @@ def project(
     rounds: int = 0,
     labels: LabelCacheBuild | None = None,
     prepare_s: float = 0.0,
+    save_s: float | None = None,
 ) -> Projection | None:
     """The full-run estimate for a config measured ok (None for a trial without throughput).
 
     ``images_per_s`` (the median of ``rounds`` finals measurements) replaces the trial's one measurement.
     ``labels``: the study's label-cache build for the config's data.yaml (:func:`label_build_for`): the
     label scan, counted once. ``prepare_s``: the prepared copy a data=resized config trains on, made once
-    (measured when it was made), added to the one-time build.
+    (measured when it was made), added to the one-time build. ``save_s``: one epoch-end checkpoint save
+    (last.pt and best.pt), timed with the validation pass, added to every epoch (an upper bound).
     """
     if result.images_per_s is None or not result.images_total:
         return None
@@ -87,8 +111,15 @@ def project(
         basis.append(f"validation pass {val_s:.1f} s, timed once on the val split with the trainer's own validator")
     else:
         basis.append("validation not timed: left out of the total")
-    total = build + epochs * (epoch + (val_s or 0.0))
-    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes)
+    if save_s is not None:
+        basis.append(
+            f"checkpoint save {save_s:.2f} s (last.pt and best.pt), timed once after the validation pass and counted "
+            "every epoch: an upper bound, best.pt is written only when the epoch improves"
+        )
+    else:
+        basis.append("checkpoint save not timed: left out of the total")
+    total = build + epochs * (epoch + (val_s or 0.0) + (save_s or 0.0))
+    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s)
 
 
 def _one_time(
@@ -150,7 +181,8 @@ def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:
 def validation_time(
     study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S
 ) -> JobOutcome | ValidationTime:
-    """One validation pass for these knobs on this machine: from the study attrs, else timed now.
+    """One validation pass (and the checkpoint save after it) for these knobs on this machine: from the
+    study attrs, else timed now.
 
     Timed with the config's cache mode: the trainer caches the val split too, and a cached val set
     validates faster (1920x1080 PNGs: 3.5 s uncached for a pass the real run made in about half that).
@@ -160,7 +192,7 @@ def validation_time(
     key = _val_key(protocol, knobs)
     stored = study.user_attrs.get(key)
     if stored is not None:
-        return ValidationTime(stored["val_s"], stored["val_images"])
+        return ValidationTime(stored["val_s"], stored["val_images"], stored.get("save_s"))  # none stored before saves were timed
     job = ValidateJob(
         engine=protocol.engine,
         yolov5_dir=protocol.yolov5_dir,
@@ -181,5 +213,7 @@ def validation_time(
     timed = outcome.validation()
     if timed is None:
         return outcome
-    study.set_user_attr(key, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images})
+    study.set_user_attr(
+        key, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images, "save_s": timed.save_s}
+    )
     return timed

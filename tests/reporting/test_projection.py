@@ -65,3 +65,29 @@ def test_without_a_build_a_trial_that_read_a_cache_says_the_scan_is_missing():
     p = project(r, epochs=1, val_s=None)
     assert p.label_scan_s is None and p.build_s == pytest.approx(5.25)
     assert any("label scan not included" in b for b in p.basis)
+
+
+def test_total_is_the_sum_of_its_parts_with_checkpoint_saves():
+    r = _result(images_per_s=20.0, images_total=1000, images_used=100, train_build_s=2.0, val_build_s=1.0)
+    p = project(r, epochs=10, val_s=5.0, save_s=0.5)
+    assert p.save_s == 0.5 and p.epoch_s == pytest.approx(50.0 + 5.0 + 0.5)
+    assert p.total_s == pytest.approx(21.0 + 10 * (50.0 + 5.0 + 0.5))
+    assert sum(p.parts().values()) == pytest.approx(p.total_s)
+    assert p.parts()["checkpoint saves"] == pytest.approx(5.0)
+    assert p.share("validation") == pytest.approx(50.0 / p.total_s)
+    assert any("checkpoint save 0.50 s" in b and "upper bound" in b for b in p.basis)
+
+
+def test_an_untimed_save_is_left_out_and_said_so():
+    p = project(_result(images_per_s=10.0, images_total=100), epochs=3, val_s=1.0)
+    assert p.save_s is None and p.total_s == pytest.approx(3 * (10.0 + 1.0)) == pytest.approx(sum(p.parts().values()))
+    assert "checkpoint save not timed: left out of the total" in p.basis
+
+
+def test_a_validation_time_stored_before_saves_were_timed_still_reads():
+    from speedopt.measure import JobOutcome, ValidationTime
+
+    assert ValidationTime(1.5, 4) == ValidationTime(1.5, 4, None)
+    old = JobOutcome(Status.OK, "x", {"val_s": 1.5, "val_images": 4}, 1.0, "", (), 0.0, 1.0)
+    new = JobOutcome(Status.OK, "x", {"val_s": 1.5, "val_images": 4, "save_s": 0.2}, 1.0, "", (), 0.0, 1.0)
+    assert old.validation() == ValidationTime(1.5, 4, None) and new.validation() == ValidationTime(1.5, 4, 0.2)

@@ -1,0 +1,113 @@
+"""Advice on the per-epoch work outside the training step: validation, checkpoint saves, loggers.
+
+Each piece is said in the trainer's own terms and with what it saves on the projected run. Ultralytics'
+epoch loop (``BaseTrainer._do_train``, 8.4) validates when ``self.args.val or final_epoch`` (or an early
+stop is possible), right after the ``on_train_epoch_end`` callbacks: a callback there that sets
+``trainer.args.val`` decides that epoch's validation, so it can validate every k epochs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from speedopt.reporting._loggers import LoggerIntegration
+from speedopt.reporting._projection import Projection
+
+SHARE = 0.10  # advise when validation (or saving) is more than this share of an epoch
+
+CALLBACK = '''from ultralytics import YOLO
+
+K = {k}  # validate every K epochs (the trainer still validates after the final epoch)
+
+
+def validate_every_k(trainer):
+    # runs right before the epoch-end validation, which the trainer does only when args.val is True
+    trainer.args.val = (trainer.epoch + 1) % K == 0
+
+
+model = YOLO(...)  # as in the recommended command
+model.add_callback("on_train_epoch_end", validate_every_k)
+model.train(...)  # the recommended arguments'''
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def interval(p: Projection, share: float = SHARE) -> int:
+    """The smallest validation interval k (>= 2, at most the epochs) that brings validation to ``share`` of an epoch."""
+    val, rest = p.val_s or 0.0, p.epoch_train_s + (p.save_s or 0.0)
+    k = math.ceil(val * (1 - share) / (share * rest)) if rest > 0 else p.epochs
+    return max(2, min(k, max(p.epochs, 2)))
+
+
+def overhead_advice(p: Projection | None, classic: bool, loggers: list[LoggerIntegration]) -> list[str]:
+    """The report's section on per-epoch overheads (empty when there is nothing to say)."""
+    lines: list[str] = []
+    if p is not None and p.val_s is not None and p.val_s / p.epoch_s > SHARE:
+        lines += _validation(p, classic)
+    if p is not None and p.save_s is not None and p.save_s / p.epoch_s > SHARE:
+        lines += _saves(p, classic)
+    online = [log for log in loggers if log.online]
+    if online:
+        lines += _loggers(online, classic)
+    if not lines:
+        return []
+    return ["### Per-epoch overheads outside the training step", "", *lines]
+
+
+def _validation(p: Projection, classic: bool) -> list[str]:
+    val = p.val_s or 0.0
+    share = val / p.epoch_s
+    lines = [
+        f"Validation is {100 * share:.0f}% of each epoch ({val:.1f} s of {p.epoch_s:.1f} s) and "
+        f"{_minutes(p.epochs * val)} of the projected {p.epochs}-epoch run."
+    ]
+    only_last = p.epochs * val * (1 - 1 / p.epochs)
+    if classic:
+        return lines + [
+            f"- `--noval`: train.py validates only after the final epoch: saves about {_minutes(only_last)}. "
+            "Early stopping and best.pt then go by the final epoch only.",
+            "",
+        ]
+    k = interval(p)
+    lines += [
+        f"- `val=False`: the trainer validates only after the final epoch: saves about {_minutes(only_last)}.",
+        f"- Or validate every {k} epochs (Python form; saves about {_minutes(p.epochs * val * (1 - 1 / k))} = "
+        f"{p.epochs} epochs x {val:.1f} s x (1 - 1/{k})):",
+        "",
+        "```python",
+        CALLBACK.format(k=k),
+        "```",
+        "",
+        "On epochs without validation the trainer keeps the last metrics: early stopping (patience) and best.pt "
+        "go by the last validated epoch (best.pt may be rewritten with weights not yet validated).",
+        "",
+    ]
+    return lines
+
+
+def _saves(p: Projection, classic: bool) -> list[str]:
+    save = p.save_s or 0.0
+    lines = [
+        f"Checkpoint saves are {100 * save / p.epoch_s:.0f}% of each epoch ({save:.2f} s, last.pt and best.pt: "
+        f"an upper bound) and {_minutes(p.epochs * save)} of the projected run."
+    ]
+    only_last = _minutes(p.epochs * save * (1 - 1 / p.epochs))
+    if classic:
+        how = f"- For exploration runs, `--nosave` (only the final checkpoint): saves about {only_last}; no resume from a crash."
+    else:
+        how = (
+            f"- For exploration runs, `save=False` (the final epoch is still saved): saves about {only_last}; no resume "
+            "from a crash. Keep `save_period=-1` (the default): a positive one writes one more file every that many epochs."
+        )
+    return lines + [how, ""]
+
+
+def _loggers(online: list[LoggerIntegration], classic: bool) -> list[str]:
+    lines = [
+        "Online loggers on this machine: they send over the network during training and can stall it on a slow "
+        "network (speedopt's trials ran without them, so the projection does not include them):",
+    ]
+    lines += [f"- {log.name} ({log.source}): turn it off with {log.how_off(classic)}." for log in online]
+    return lines + [""]
