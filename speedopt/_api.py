@@ -74,7 +74,7 @@ def search(
     planned = study.plan(config)
     if planned.to_prepare and planned.dataset is not None and planned.prepare_format:
         study.make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)
-        planned = study.plan(config)  # finds the copies now, and records them in the study
+        planned = study.plan(config, planned.dataset)  # finds the copies now (the listing is kept), records them
     return study.run(planned, view)
 
 

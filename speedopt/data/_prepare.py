@@ -958,10 +958,11 @@ def _command(ds: Dataset, spec: PrepareSpec, root: Path, out: Path | None) -> st
     return " ".join(parts)
 
 
-def find_copy(ds: Dataset, spec: PrepareSpec, out: Path | None = None) -> PreparedCopy | None:
+def find_copy(ds: Dataset, spec: PrepareSpec, out: Path | None = None, source: str | None = None) -> PreparedCopy | None:
     """The complete copy of ``ds`` at ``spec`` in ``out`` (default :func:`default_out`), or None when there is
     none (missing, unfinished, or a copy of another dataset or spec). A complete copy made before the source
-    changed is a UsageError: training on it would silently use old images or labels."""
+    changed is a UsageError: training on it would silently use old images or labels. ``source``: the
+    source's :func:`source_id` when the caller already has it (it stats every image and label file)."""
     spec = check_spec(spec)
     root = _out_path(ds, spec, out)
     manifest = _read_json(root / MANIFEST)
@@ -975,7 +976,7 @@ def find_copy(ds: Dataset, spec: PrepareSpec, out: Path | None = None) -> Prepar
         return None
     if manifest.get("yaml_path") != str(copy.yaml_path):  # moved since: its data.yaml names the old folder
         return None
-    if copy.source_id != source_id(ds):
+    if copy.source_id != (source or source_id(ds)):
         raise UsageError(
             f"prepared copy {root} is stale: {ds.yaml_path} changed since it was made; "
             f"run `{_command(ds, spec, root, out)}` again to update it"

@@ -8,9 +8,7 @@ through :func:`speedopt.status.status_of`, here and only here. Progress goes to 
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +18,7 @@ from speedopt import engines
 from speedopt.engines import Engine, ProbeRun, TrainRun
 from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
+from speedopt.measure._orphan import die_with
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._runner import PARENT_ENV, write_json
 from speedopt.measure._telemetry import Sampler
@@ -140,15 +139,7 @@ def _die_with_parent() -> None:
     The parent is the pid the runner passed (``SPEEDOPT_PARENT_PID``), not whoever is the parent
     now: a parent killed while this process was still importing must not leave it running orphaned.
     """
-    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            time.sleep(0.5)
-
-    threading.Thread(target=watch, name="speedopt-parent-watch", daemon=True).start()
+    die_with(int(os.environ.get(PARENT_ENV) or os.getppid()))
 
 
 if __name__ == "__main__":

@@ -62,7 +62,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -71,6 +70,7 @@ from typing import Any
 
 import psutil
 
+from speedopt.measure._orphan import die_with
 from speedopt.measure._runner import PARENT_ENV, log_tail, read_json
 from speedopt.status import Status
 
@@ -395,18 +395,13 @@ def _wait_port_free(port: int, timeout_s: float) -> bool:
 
 def _die_with_parent() -> None:
     """SIGKILL every process of this launch, then this group, once the parent is gone (even by SIGKILL)."""
-    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
     launch_id = os.environ.get(LAUNCH_ENV)
 
-    def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                if launch_id:
-                    _signal_all(launch_processes(launch_id), signal.SIGKILL, exclude_group=os.getpgid(0))
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            time.sleep(0.2)
+    def ranks_first() -> None:  # the ranks run in sessions of their own: this group does not hold them
+        if launch_id:
+            _signal_all(launch_processes(launch_id), signal.SIGKILL, exclude_group=os.getpgid(0))
 
-    threading.Thread(target=watch, name="speedopt-launch-parent-watch", daemon=True).start()
+    die_with(int(os.environ.get(PARENT_ENV) or os.getppid()), ranks_first, 0.2, "speedopt-launch-parent-watch")
 
 
 def _failure_text(exc: BaseException) -> str:

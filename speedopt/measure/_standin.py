@@ -15,29 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 from speedopt.measure._launch import AGENT_ENV, TIMEOUT_ENV
+from speedopt.measure._orphan import die_with
 
 DEFAULT_TIMEOUT_S = 1800.0  # torch's default for gloo, when no timeout is passed
 
 
 def _die_with_agent() -> None:
     """SIGKILL this rank's group when its agent goes: a SIGKILLed agent leaves no rank behind."""
-    agent = int(os.environ.get(AGENT_ENV) or os.getppid())
-
-    def watch() -> None:
-        while True:
-            if os.getppid() != agent:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            time.sleep(0.2)
-
-    threading.Thread(target=watch, name="speedopt-agent-watch", daemon=True).start()
+    die_with(int(os.environ.get(AGENT_ENV) or os.getppid()), interval_s=0.2, name="speedopt-agent-watch")
 
 
 def _write(path: Path, data: dict[str, object]) -> None:

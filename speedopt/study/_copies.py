@@ -75,10 +75,13 @@ def spec_for(imgsz: int, fmt: str) -> PrepareSpec:
 def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[str] = FORMATS) -> tuple[DataCopy, ...]:
     """Complete, current copies for every size in ``sizes``, in the first format of ``formats`` that has
     them all; () when none has. A stale copy (the source changed since) raises UsageError."""
-    from speedopt.data import find_copy
+    from speedopt.data import MANIFEST, default_out, find_copy, source_id
 
+    if not any((default_out(ds, spec_for(size, fmt)) / MANIFEST).is_file() for fmt in formats for size in sizes):
+        return ()  # no copy at all: the source is not fingerprinted (a stat of every file) for nothing
+    source = source_id(ds)  # once, not once per copy
     for fmt in formats:
-        found = [find_copy(ds, spec_for(size, fmt)) for size in sizes]
+        found = [find_copy(ds, spec_for(size, fmt), source=source) for size in sizes]
         if all(c is not None for c in found):
             return tuple(DataCopy.of(c) for c in found if c is not None)
     return ()

@@ -59,8 +59,9 @@ class SearchPlan:
     dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
 
 
-def plan(config: SearchConfig) -> SearchPlan:
-    """Check the inputs and decide the study; raises UsageError, touches no storage."""
+def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
+    """Check the inputs and decide the study; raises UsageError, touches no storage. ``dataset``: the
+    dataset already listed from ``config.data`` (planning again after --prepare made the copies)."""
     if config.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {config.trials}")
     if config.study is not None:
@@ -78,7 +79,7 @@ def plan(config: SearchConfig) -> SearchPlan:
     ram_limit = ram_limit_bytes(config.ram_limit_gb)
 
     eng = installed_engine(config.engine, config.yolov5_dir)
-    ds = load(config.data)
+    ds = dataset if dataset is not None else load(config.data)
     device = machine.parse_device(config.device)
     fixed = space_mod.parse_fix(list(config.fix))
     listed = space_mod.load_file(config.space_file) if config.space_file else {}

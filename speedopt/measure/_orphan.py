@@ -1,0 +1,30 @@
+"""Dying with a parent: the one watcher every speedopt child process runs (trial jobs, launch guards, ranks).
+
+A process started by speedopt must not outlive the process that started it, even when that one is
+SIGKILLed (no ``finally`` runs there). The watcher compares ``os.getppid()`` with the parent pid it
+was given (not whoever the parent is when it starts: a parent killed while the child was still
+importing must not leave it orphaned) and, once they differ, runs ``before`` and SIGKILLs its own
+process group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+
+def die_with(parent: int, before: Callable[[], None] | None = None, interval_s: float = 0.5, name: str = "speedopt-parent-watch") -> None:
+    """Start a daemon thread that kills this process group once ``parent`` is no longer our parent."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                if before is not None:
+                    before()
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            time.sleep(interval_s)
+
+    threading.Thread(target=watch, name=name, daemon=True).start()
