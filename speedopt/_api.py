@@ -6,11 +6,12 @@ Each function returns typed records (frozen dataclasses) and raises
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt import defaults, measure, reporting, study
+from speedopt import defaults, engines, measure, reporting, study
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
@@ -48,7 +49,27 @@ def trial(
     if on_note:
         for note in request.notes:
             on_note(note)
+    if request.knobs.gpus > 1 and not request.infeasible:
+        request = _labels_first(request, progress, on_wait, on_note)
     return measure.run_trial(request, progress=progress, on_wait=on_wait)
+
+
+def _labels_first(
+    request: measure.TrialRequest,
+    progress: measure.Progress | None,
+    on_wait: Callable[[str], None] | None,
+    on_note: Callable[[str], None] | None,
+) -> measure.TrialRequest:
+    """A DDP trial's label cache, built in one process before the ranks start (rank 0 would scan while the
+    others wait in a collective, and time out on a large set), as a search builds it before trial 0."""
+    if not engines.get(request.engine, yolov5_dir=request.yolov5_dir).supports_label_cache:
+        return request
+    caches = measure.build_label_caches(
+        [request.data_yaml], request.engine, request.yolov5_dir, request.images_total, "speedopt trial", progress, on_wait
+    )
+    if on_note:
+        on_note(caches.summary())
+    return dataclasses.replace(request, label_caches=caches.for_data(request.data_yaml))
 
 
 

@@ -84,6 +84,14 @@ def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int
     return f"from ultralytics import YOLO\n\nYOLO({model_argument(knobs.model)!r}).train({inner})"
 
 
+def gpus_of(device: object) -> int:
+    """GPUs a trainer's ``device`` value trains on: ``0,1`` (or ``[0, 1]``) is 2; one index, cpu or none is 1."""
+    if isinstance(device, (list, tuple)):
+        return max(1, len(device))
+    text = str(device or "").strip().lower()
+    return len([d for d in text.split(",") if d.strip()]) if text and text != "cpu" else 1
+
+
 def parse_yolo_train(command: str) -> TrainCommand:
     """Read a ``yolo detect train key=value ...`` command back into knobs."""
     words = shlex.split(command)
@@ -98,6 +106,7 @@ def parse_yolo_train(command: str) -> TrainCommand:
         cache=_cache_value(values["cache"]),
         amp=_bool_value(values["amp"]),
         freeze=int(values.get("freeze", 0)),
+        gpus=gpus_of(values.get("device")),
     )
     epochs = int(values["epochs"]) if "epochs" in values else None
     return TrainCommand(values["data"], knobs, epochs, values.get("device"))
@@ -119,6 +128,7 @@ def parse_python_train(code: str) -> TrainCommand:
                     cache=_cache_value(kw["cache"]),
                     amp=kw["amp"],
                     freeze=kw.get("freeze", 0),
+                    gpus=gpus_of(kw.get("device")),
                 )
                 return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"))
     raise UsageError("no YOLO(...).train(...) call found")
@@ -244,6 +254,7 @@ def parse_train_py(command: str) -> ClassicCommand:
         cache=cache,
         amp=(opt.device or "").strip().lower() != "cpu",
         freeze=_freeze(opt.freeze),
+        gpus=gpus,
     )
     return ClassicCommand(knobs=knobs, data=opt.data, device=opt.device, epochs=opt.epochs, gpus=gpus)
 
@@ -278,6 +289,7 @@ def speedopt_trial(
         "on" if knobs.amp else "off",
         "--freeze",
         str(knobs.freeze),
+        *(["--gpus", str(knobs.gpus)] if knobs.gpus > 1 else []),
         "--device",
         device,
         "--steps",

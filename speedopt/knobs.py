@@ -24,6 +24,7 @@ MAX_FREEZE = 24  # YOLOv5 has 25 modules (0-9 backbone, 10-23 head, 24 Detect); 
 # speedopt enumerate or allocate without bound.
 MAX_BATCH = 4096
 MAX_IMGSZ = 8192
+MAX_GPUS = 64  # one node's GPUs: torch.distributed.run --nproc_per_node
 
 
 def max_workers() -> int:
@@ -52,6 +53,7 @@ class Knobs:
     amp: bool = True
     freeze: int = 0
     data: str = "original"  # DATA_MODES: the images the trainer reads (a resized copy is another data.yaml)
+    gpus: int = 1  # DDP ranks on one node; batch stays the total across them, as both trainers read it
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form, the one stored in results and study attrs."""
@@ -119,6 +121,8 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
         raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {knobs.cache!r}")
     if knobs.data not in DATA_MODES:
         raise UsageError(f"data must be one of {', '.join(DATA_MODES)}, got {shown(knobs.data)}")
+    if not 1 <= knobs.gpus <= MAX_GPUS:
+        raise UsageError(f"gpus must be between 1 and {MAX_GPUS} (DDP processes on this node), got {knobs.gpus}")
     if not 0 <= knobs.freeze <= MAX_FREEZE - 1:
         raise UsageError(f"freeze must be between 0 and {MAX_FREEZE - 1} (layers from the input), got {knobs.freeze}")
     imgsz, note = round_imgsz(knobs.imgsz)
@@ -142,9 +146,10 @@ def knobs_text(knobs: Knobs) -> str:
     """Compact one-line config: model imgsz batch workers cache amp freeze (and data=resized on a copy)."""
     amp = "on" if knobs.amp else "off"
     data = " data=resized" if knobs.data == "resized" else ""
+    gpus = f" gpus={knobs.gpus}" if knobs.gpus > 1 else ""
     return (
         f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp} "
-        f"freeze={knobs.freeze}{data}"
+        f"freeze={knobs.freeze}{data}{gpus}"
     )
 
 

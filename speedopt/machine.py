@@ -54,9 +54,28 @@ def parse_device(text: str | None) -> str:
     if missing:
         have = f"{count} CUDA device(s) (0-{count - 1})" if count else "no CUDA device"
         raise UsageError(f"--device {text}: CUDA device {missing[0]} does not exist; this machine has {have}; use --device cpu")
-    if len(indices) > 1:
-        raise UsageError(f"--device {text}: multi-GPU (DDP) trials are not supported yet; measure one GPU, e.g. --device {indices[0]}")
+    if len(set(indices)) != len(indices):
+        raise UsageError(f"--device {text}: a GPU is listed twice; list each GPU once, e.g. --device 0,1")
     return ",".join(map(str, indices))
+
+
+def device_count(device: str) -> int:
+    """How many processes ``device`` can hold: its GPUs (``0,1`` -> 2), or the cores of a ``cpu`` device."""
+    return cpu_cores() if device == "cpu" else len(device.split(","))
+
+
+def devices_for(device: str, gpus: int) -> str:
+    """The device a run on ``gpus`` GPUs of the pool ``device`` uses: its first ``gpus`` indices (``cpu`` stays ``cpu``).
+
+    ``--device 0,1,2,3`` names the GPUs a search may use; a trial with the knob ``gpus=2`` runs on
+    ``0,1``, and its printed command says ``device=0,1``.
+    """
+    if device == "cpu":
+        return device
+    indices = device.split(",")
+    if gpus > len(indices):
+        raise UsageError(f"gpus={gpus} needs {gpus} GPUs but --device {device} lists {len(indices)}; list them, e.g. --device {','.join(map(str, range(gpus)))}")
+    return ",".join(indices[:gpus])
 
 
 def _cpu_model() -> str:

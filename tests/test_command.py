@@ -1,5 +1,6 @@
 """Every command form speedopt prints parses back to the same knobs (round trip), in every dialect."""
 
+import dataclasses
 import shlex
 
 import pytest
@@ -20,10 +21,18 @@ CONFIGS = [
 @pytest.mark.parametrize("device", [None, "0", "0,1,2,3"])
 def test_every_printed_form_parses_back(knobs, device):
     data = "/datasets/my data/data.yaml"
+    knobs = dataclasses.replace(knobs, gpus=command.gpus_of(device))  # device=0,1,2,3 is DDP on 4 GPUs: gpus=4
     cli = command.parse_yolo_train(command.yolo_train(data, knobs, device=device, epochs=300))
     assert (cli.data, cli.knobs, cli.epochs, cli.device) == (data, knobs, 300, device)
     py = command.parse_python_train(command.python_train(data, knobs, device=device, epochs=300))
     assert (py.data, py.knobs, py.epochs, py.device) == (data, knobs, 300, device)
+
+
+def test_device_lists_read_back_as_the_gpus_knob():
+    assert [command.gpus_of(d) for d in (None, "cpu", "0", "0,1", "0,1,2,3", [0, 1, 2])] == [1, 1, 1, 2, 4, 3]
+    classic = command.parse_train_py(command.train_py("d.yaml", Knobs(gpus=2), device="0,1"))
+    assert classic.gpus == classic.knobs.gpus == 2
+    assert "torch.distributed.run --nproc_per_node 2 train.py" in command.train_py("d.yaml", Knobs(gpus=2), device="0,1")
 
 
 def test_multi_gpu_form_names_the_devices():
@@ -53,9 +62,10 @@ def weights(tmp_path):
     ],
 )
 def test_train_py_round_trip(knobs, device):
+    gpus = len(device.split(",")) if device != "cpu" else 1
+    knobs = dataclasses.replace(knobs, gpus=gpus)
     text = command.train_py("/data/my set/data.yaml", knobs, device=device, epochs=300)
     back = command.parse_train_py(text)
-    gpus = len(device.split(",")) if device != "cpu" else 1
     # AMP is no train.py flag: it is on exactly when the run uses CUDA.
     assert back.knobs == Knobs(**{**knobs.to_dict(), "amp": device != "cpu"})
     assert (back.data, back.device, back.epochs, back.gpus) == ("/data/my set/data.yaml", device, 300, gpus)
@@ -85,7 +95,7 @@ def test_parse_a_users_own_command():
         "python -m torch.distributed.run --nproc_per_node 4 --master_port 1 train.py --img 640 --batch 64 "
         "--epochs 3 --data coco128.yaml --weights yolov5m.pt --cache --hyp data/hyps/hyp.scratch-low.yaml --device 0,1,2,3"
     )
-    assert parsed.knobs == Knobs(model="yolov5m", imgsz=640, batch=64, workers=8, cache="ram", amp=True, freeze=0)
+    assert parsed.knobs == Knobs(model="yolov5m", imgsz=640, batch=64, workers=8, cache="ram", amp=True, freeze=0, gpus=4)
     assert parsed.gpus == 4 and parsed.epochs == 3
     defaults = command.parse_train_py("python yolov5/train.py --data d.yaml --freeze 0 1 2")
     assert defaults.knobs == Knobs(freeze=3)  # train.py's defaults: yolov5s.pt, 640, 16, 8 workers

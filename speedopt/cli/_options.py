@@ -56,7 +56,9 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
     """--engine and --yolov5-dir: which trainer a trial measures."""
     parser.add_argument(
         "--engine", default="ultralytics", choices=NAMES,
-        help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
+        help="trainer: ultralytics (default; the ultralytics package), yolov5 (classic ultralytics/yolov5 train.py), "
+        "or standin (a tiny conv net on your images: checks the data path and multi-process runs without a trainer; "
+        "it judges no accuracy)",
     )
     parser.add_argument(
         "--yolov5-dir", default=None, metavar="PATH",
@@ -80,7 +82,11 @@ def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
         help=f"warm-up batches, not measured (default {defaults.WARMUP}); with dataloader workers, warm-up also "
         "lasts until the batches they prefetched while the model was built are consumed",
     )
-    parser.add_argument("--device", default=None, help="cpu or a GPU index such as 0 (default: GPU 0 if any, else cpu)")
+    parser.add_argument(
+        "--device", default=None,
+        help="cpu, a GPU index such as 0, or the GPUs a multi-GPU run may use, such as 0,1,2,3 (the knob gpus=G takes "
+        "the first G; default: GPU 0 if any, else cpu)",
+    )
     parser.add_argument(
         timeout_flag, type=seconds, default=defaults.TRIAL_TIMEOUT_S,
         help=f"seconds before one trial is killed (default {defaults.TRIAL_TIMEOUT_S:g})",

@@ -39,6 +39,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--cache", default="none", choices=("none", "ram", "disk"), help="image cache (default none)")
     parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
     parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
+    parser.add_argument(
+        "--gpus", type=integer, default=1,
+        help="DDP processes under torch.distributed.run, on the first N GPUs of --device (default 1); --batch is the "
+        "total across them, as in both trainers",
+    )
     add_measurement(parser, "--timeout")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(run=run)
@@ -71,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     knobs = Knobs(
         model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
-        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze,
+        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze, gpus=args.gpus,
     )
     options: dict[str, Any] = dict(
         device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir, steps=args.steps, warmup=args.warmup,

@@ -18,11 +18,13 @@ from speedopt.engines._base import (
     SplitLabels,
     TrainRun,
 )
+from speedopt.engines._common import ddp_rank
 from speedopt.errors import UsageError
 
 _ENGINES = {
     "ultralytics": ("speedopt.engines.ultralytics", "UltralyticsEngine"),
     "yolov5": ("speedopt.engines.yolov5", "Yolov5Engine"),
+    "standin": ("speedopt.engines.standin", "StandinEngine"),  # a tiny net: speedopt's own checks (DDP on CPU)
 }
 
 NAMES = tuple(_ENGINES)
@@ -52,5 +54,6 @@ __all__ = [
     "ProbeScores",
     "SplitLabels",
     "TrainRun",
+    "ddp_rank",
     "get",
 ]

@@ -144,6 +144,8 @@ class Engine(abc.ABC):
     supports_validation_timing: ClassVar[bool] = False  # implements time_validation(): the projection's val pass
     supports_label_cache: ClassVar[bool] = False  # implements build_label_cache(), and trials reuse what it built
     prefetch_batches: ClassVar[int] = 2  # batches each dataloader worker holds ready (torch's prefetch_factor)
+    ddp_devices: ClassVar[tuple[str, ...]] = ()  # where train() runs as a DDP rank under torch.distributed.run: "cuda", "cpu"
+    trains_yolov5: ClassVar[bool] = True  # False for a stand-in: its study prints no training command
 
     @abc.abstractmethod
     def version(self) -> str | None:

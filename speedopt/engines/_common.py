@@ -139,3 +139,17 @@ def images_read(files: Sequence[str], sample: int = 30) -> tuple[float | None, i
             continue
     mean_bytes = sum(sizes) / len(sizes) if sizes else None
     return mean_bytes, round(sum(sides) / len(sides)) if sides else None
+
+
+PG_TIMEOUT_ENV = "SPEEDOPT_PG_TIMEOUT_S"  # a launch's collective timeout in seconds, for ranks whose trainer takes one
+
+
+def ddp_rank() -> tuple[int, int]:
+    """This process's ``(RANK, WORLD_SIZE)`` as ``torch.distributed.run`` sets them; ``(0, 1)`` outside a launch.
+
+    Read from the environment the launcher gives each rank, the same variables both trainers read.
+    """
+    try:
+        return int(os.environ.get("RANK", "0")), max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 0, 1

@@ -171,6 +171,7 @@ class UltralyticsEngine(Engine):
     supports_probe = True
     supports_validation_timing = True
     supports_label_cache = True
+    ddp_devices = ("cuda",)  # device=0,1 under torch.distributed.run: the trainer sets DDP up itself (NCCL)
     prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
 
     def version(self) -> str | None:

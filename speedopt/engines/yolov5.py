@@ -65,6 +65,7 @@ from speedopt.data import load, write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
     built_split,
+    ddp_rank,
     frozen_prefix,
     images_read,
     package_version,
@@ -143,6 +144,7 @@ class Yolov5Engine(Engine):
     supports_probe = True
     supports_validation_timing = True
     supports_label_cache = True
+    ddp_devices = ("cuda",)  # train.py main() sets DDP up under torch.distributed.run (NCCL)
 
     def __init__(self, yolov5_dir: str | None = None):
         self.root = checkout_root(yolov5_dir) if yolov5_dir else None
@@ -308,13 +310,14 @@ class Yolov5Engine(Engine):
         knobs = run.knobs
         seen: dict[str, Any] = {}
         module = self._patched(seen)
+        rank, world = ddp_rank()  # under DDP each rank's loader takes batch // WORLD_SIZE (train.py)
 
         def check_setup() -> None:
             loader, dataset = seen["loader"], seen["dataset"]
-            if loader.batch_size != knobs.batch:
+            if loader.batch_size != knobs.batch // world:
                 raise TrialRejected(
                     Status.INFEASIBLE,
-                    f"batch={knobs.batch} is more than the {len(dataset)} training images: train.py would run batch={loader.batch_size}",
+                    f"batch={knobs.batch} is more than the {len(dataset)} training images: train.py would run batch={loader.batch_size * world}",
                 )
             if dataset.img_size != knobs.imgsz:  # check_img_size() floors imgsz at twice the stride
                 raise TrialRejected(Status.INFEASIBLE, f"imgsz={knobs.imgsz}: train.py would train at imgsz={dataset.img_size}")
@@ -334,8 +337,9 @@ class Yolov5Engine(Engine):
 
         callbacks = module.Callbacks()
         callbacks.register_action("on_train_start", name="speedopt", callback=check_setup)
-        callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
-        callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
+        if rank == 0:  # train.py runs on_train_batch_end on rank 0 only: the other ranks train until the runner ends them
+            callbacks.register_action("on_train_batch_start", name="speedopt", callback=batch_start)
+            callbacks.register_action("on_train_batch_end", name="speedopt", callback=batch_end)
         module.validate.run = _no_validation(module.validate.run)
         with self._training(seen):
             self._run_train_py(module, run, callbacks, ["--name", "train", "--nosave"], seen)

@@ -8,6 +8,7 @@ builds the trainer's label caches once per study, so trials take their labels fr
 
 from speedopt.measure._checks import (
     adjust_to_device,
+    check_gpus,
     check_protocol,
     checkout_path,
     disk_cache_refusal,
@@ -47,6 +48,7 @@ __all__ = [
     "ValidateJob",
     "ValidationTime",
     "adjust_to_device",
+    "check_gpus",
     "build_label_caches",
     "check_lock",
     "check_protocol",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from speedopt import defaults, engines
+from speedopt import defaults, engines, machine
 from speedopt.data import Dataset, estimate_ram_cache_bytes
 from speedopt.engines import Engine
 from speedopt.errors import UsageError
@@ -115,4 +115,35 @@ def disk_cache_refusal(images: list[Path]) -> str | None:
                 f"cache=disk writes a .npy file beside each image, but the dataset folder {folder} is not writable; "
                 "make it writable, or use cache=ram or cache=none"
             )
+    return None
+
+
+def check_gpus(knobs: Knobs, engine: Engine, device: str) -> str:
+    """The device a ``gpus=G`` run uses (the first G GPUs of ``device``), or one line saying why it cannot run.
+
+    DDP is the trainer's: both real trainers run it on CUDA GPUs only (NCCL); an engine lists where it
+    can in ``ddp_devices``. On a ``cpu`` device, G processes need G cores.
+    """
+    if knobs.gpus == 1:
+        return device if device == "cpu" else device.split(",")[0]
+    kind = "cpu" if device == "cpu" else "cuda"
+    if not engine.ddp_devices:
+        raise UsageError(f"gpus={knobs.gpus}: the {engine.name} engine has no multi-GPU (DDP) mode; use gpus=1")
+    if kind not in engine.ddp_devices:
+        raise UsageError(
+            f"gpus={knobs.gpus}: the {engine.name} trainer runs DDP on CUDA GPUs only and this runs on the CPU; "
+            "use gpus=1, or --device 0,1 on a machine with GPUs"
+        )
+    if kind == "cpu" and knobs.gpus > machine.cpu_cores():
+        raise UsageError(f"gpus={knobs.gpus}: {knobs.gpus} processes on the CPU need as many cores; this machine has {machine.cpu_cores()}")
+    return machine.devices_for(device, knobs.gpus)
+
+
+def gpus_refusal(knobs: Knobs) -> str | None:
+    """Why a DDP run of these knobs cannot run as asked (None when it can): each rank takes batch / gpus."""
+    if knobs.batch % knobs.gpus:
+        return (
+            f"batch={knobs.batch} is not a multiple of gpus={knobs.gpus}: batch is the total across GPUs and each GPU "
+            "takes an equal share (classic train.py refuses it; Ultralytics would train a smaller batch than asked)"
+        )
     return None

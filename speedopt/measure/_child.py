@@ -18,10 +18,11 @@ from speedopt import engines
 from speedopt.engines import Engine, ProbeRun, TrainRun
 from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
+from speedopt.measure._launch import AGENT_ENV
 from speedopt.measure._orphan import die_with
 from speedopt.measure._request import TrialRequest
-from speedopt.measure._runner import PARENT_ENV, write_json
 from speedopt.measure._telemetry import Sampler
+from speedopt.measure._workdir import PARENT_ENV, result_name, write_json
 from speedopt.offline import forbid_network
 from speedopt.status import Status, status_of
 
@@ -31,12 +32,14 @@ Publish = Callable[..., None]
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     _die_with_parent()
+    rank, _ = engines.ddp_rank()  # a DDP rank under torch.distributed.run (0 otherwise): rank 0 speaks for the job
     blocked: list[str] = []
     forbid_network(blocked)
     job = job_from_json((workdir / "request.json").read_text())
 
     def publish(**state: Any) -> None:
-        write_json(workdir / "progress.json", state)
+        if rank == 0:
+            write_json(workdir / "progress.json", state)
 
     publish(phase="setup")
     figures: dict[str, Any] = {}
@@ -47,7 +50,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # every failure becomes a status, never a crash
         status, message = status_of(exc)
     result = {"status": status.value, "message": message, "figures": figures, "network_blocked": blocked}
-    write_json(workdir / "result.json", result)
+    write_json(workdir / result_name(rank), result)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # at once: trainer threads and loader workers have nothing left to say
@@ -78,7 +81,7 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
 
 def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, Any], publish: Publish) -> str:
     """Train through the engine with telemetry running; the figures of a TrialResult."""
-    gpu = None if job.device == "cpu" else int(job.device.split(",")[0])
+    gpu = _gpu_index(job.device)
     sampler = Sampler(gpu_index=gpu).start()
     clock = StepClock(
         job.warmup, job.steps, progress=lambda phase, done, of: publish(phase=phase, done=done, of=of),
@@ -110,7 +113,7 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         ci_rel=stats.ci_rel,
         converged=stats.converged,
         step_s=list(stats.step_s),
-        peak_gpu_mem_mb=_peak_gpu_mb(job.device),
+        peak_gpu_mem_mb=_peak_gpu_mb(gpu),
         gpu_util_mean=gpu_util,
         cpu_util_mean=cpu,
         images_used=report.images_used,
@@ -125,12 +128,20 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"
 
 
-def _peak_gpu_mb(device: str) -> float | None:
+def _gpu_index(device: str) -> int | None:
+    """This process's GPU: the device's only index, or under DDP the one of its local rank (None on the CPU)."""
     if device == "cpu":
+        return None
+    indices = device.split(",")
+    return int(indices[int(os.environ.get("LOCAL_RANK", "0")) if len(indices) > 1 else 0])
+
+
+def _peak_gpu_mb(gpu: int | None) -> float | None:
+    if gpu is None:
         return None
     import torch
 
-    return float(torch.cuda.max_memory_reserved(int(device.split(",")[0]))) / 2**20
+    return float(torch.cuda.max_memory_reserved(gpu)) / 2**20
 
 
 def _die_with_parent() -> None:
@@ -139,7 +150,11 @@ def _die_with_parent() -> None:
     The parent is the pid the runner passed (``SPEEDOPT_PARENT_PID``), not whoever is the parent
     now: a parent killed while this process was still importing must not leave it running orphaned.
     """
-    die_with(int(os.environ.get(PARENT_ENV) or os.getppid()))
+    agent = os.environ.get(AGENT_ENV)
+    if agent and agent.isdigit():  # a DDP rank: its parent is the launch's agent, which dies with the runner
+        die_with(int(agent), name="speedopt-agent-watch")
+    else:
+        die_with(int(os.environ.get(PARENT_ENV) or os.getppid()))
 
 
 if __name__ == "__main__":

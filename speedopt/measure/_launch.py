@@ -63,18 +63,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from speedopt.engines._common import PG_TIMEOUT_ENV
 from speedopt.measure._orphan import die_with
-from speedopt.measure._runner import PARENT_ENV, log_tail, read_json
+from speedopt.measure._workdir import PARENT_ENV, log_tail, read_json
 from speedopt.status import Status
 
-TIMEOUT_ENV = "SPEEDOPT_PG_TIMEOUT_S"  # the process-group (collective) timeout, seconds, read by the ranks
+TIMEOUT_ENV = PG_TIMEOUT_ENV  # the process-group (collective) timeout, seconds, read by the ranks
 LAUNCH_ENV = "SPEEDOPT_LAUNCH_ID"  # marks every process of one launch (agent, ranks, their workers)
 AGENT_ENV = "SPEEDOPT_AGENT_PID"  # the guard's (agent's) pid, which a stand-in rank watches
 LAUNCHER = "torch.distributed.run"
@@ -215,49 +216,70 @@ class LaunchResult:
         }
 
 
-def run_launch(plan: LaunchPlan, workdir: Path, deadline_s: float, grace_s: float = 5.0) -> LaunchResult:
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How :func:`run_launch` runs a plan beyond its deadline: what the processes get, and when to stop early."""
+
+    env: Mapping[str, str] = field(default_factory=dict)  # added to the ranks' environment (after the plan's own)
+    pass_fds: tuple[int, ...] = ()  # descriptors the agent inherits (the runner's host-lock leases)
+    log: str = LOG  # the agent's and ranks' output, in the work folder
+    poll: Callable[[], bool] | None = None  # called every 0.1 s; True: the launch has what it needs, end it now
+
+
+def run_launch(
+    plan: LaunchPlan, workdir: Path, deadline_s: float, grace_s: float = 5.0, options: LaunchOptions | None = None
+) -> LaunchResult:
     """Run ``plan`` in ``workdir`` for at most ``deadline_s`` seconds; nothing of it runs when this returns.
 
     The agent starts in a new session under the guard (see the module docstring); on timeout,
-    KeyboardInterrupt or any exit every process of the launch is killed (SIGTERM, SIGKILL after
-    ``grace_s``) and its port waited free. Retries once on a fresh port if the port was taken.
+    KeyboardInterrupt, ``options.poll`` saying done, or any exit, every process of the launch is killed
+    (SIGTERM, SIGKILL after ``grace_s``) and its port waited free. Retries once on a fresh port if the
+    port was taken.
     """
+    opts = options or LaunchOptions()
     started = time.monotonic()
-    result = _run_once(plan, workdir, started + deadline_s, grace_s)
+    result = _run_once(plan, workdir, started + deadline_s, grace_s, opts)
     if result.status is Status.ERROR and any(s in result.log_tail.lower() for s in _IN_USE):
         for stale in workdir.glob("rank*.json"):
             stale.unlink()
-        result = replace(_run_once(_on_port(plan, free_port()), workdir, started + deadline_s, grace_s), retried=True)
+        result = replace(_run_once(_on_port(plan, free_port()), workdir, started + deadline_s, grace_s, opts), retried=True)
     return replace(result, wall_s=time.monotonic() - started)
 
 
-def _run_once(plan: LaunchPlan, workdir: Path, deadline: float, grace_s: float) -> LaunchResult:
+def _run_once(plan: LaunchPlan, workdir: Path, deadline: float, grace_s: float, opts: LaunchOptions) -> LaunchResult:
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    timed_out = False
-    with open(workdir / LOG, "ab") as log:
+    timed_out = stopped = False
+    with open(workdir / opts.log, "ab") as log:
         proc = subprocess.Popen(
             guarded(plan.argv),
             cwd=workdir,
-            env={**os.environ, **plan.env, PARENT_ENV: str(os.getpid())},
+            env={**os.environ, **plan.env, **opts.env, PARENT_ENV: str(os.getpid())},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own group: we kill it as one; a terminal's Ctrl-C reaches us only, and we end it
+            pass_fds=opts.pass_fds,
         )
     try:
         while proc.poll() is None:
             if time.monotonic() > deadline:
                 timed_out = True
                 break
+            if opts.poll is not None and opts.poll():
+                stopped = True
+                break
             time.sleep(0.1)
     finally:  # timeout, KeyboardInterrupt, any exception, or a normal end (workers that outlived a rank)
         left = kill_launch(plan.launch_id, proc, grace_s)
         _wait_port_free(plan.master_port, grace_s)
     ranks = read_ranks(workdir, plan.nproc)
-    tail = log_tail(workdir / LOG, 30)
+    tail = log_tail(workdir / opts.log, 30)
     wall = time.monotonic() - started
-    status, message = _ending(plan, ranks, timed_out, proc.returncode, tail, wall)
+    if stopped:
+        status, message = Status.OK, f"launch of {plan.nproc} ranks ended by its starter after {wall:.1f} s: it had what it needed"
+    else:
+        status, message = _ending(plan, ranks, timed_out, proc.returncode, tail, wall)
     if left:
         status, message = Status.ERROR, f"{left} process(es) of the launch survived SIGKILL; {message}"
     return LaunchResult(status, message, ranks, wall, proc.returncode, plan.master_port, tail)
@@ -440,6 +462,6 @@ if __name__ == "__main__":
 
 __all__ = [
     "TIMEOUT_ENV", "LAUNCH_ENV", "AGENT_ENV",
-    "free_port", "port_free", "LaunchPlan", "plan_launch", "RankFigures", "LaunchResult", "run_launch",
+    "free_port", "port_free", "LaunchPlan", "plan_launch", "RankFigures", "LaunchOptions", "LaunchResult", "run_launch",
     "launch_processes", "kill_launch", "sweep_launches", "read_ranks", "guarded",
 ]

@@ -15,9 +15,11 @@ from speedopt.engines import SplitLabels
 from speedopt.knobs import Knobs
 from speedopt.measure._checks import (
     adjust_to_device,
+    check_gpus,
     check_protocol,
     checkout_path,
     disk_cache_refusal,
+    gpus_refusal,
     installed_engine,
     ram_cache_refusal,
 )
@@ -89,14 +91,23 @@ def prepare(
     dev = machine.parse_device(device)
     knobs, adjusted = adjust_to_device(knobs, eng, dev)
     notes += adjusted.values()
+    dev = check_gpus(knobs, eng, dev)
+    if knobs.gpus > 1:  # every rank stops on its own clock: they must stop at the same step, so no adaptive window
+        most = steps
+        notes.append(
+            f"gpus={knobs.gpus}: {knobs.gpus} DDP processes under torch.distributed.run; batch={knobs.batch} is the total "
+            f"({knobs.batch // knobs.gpus} per process); a fixed window of {steps} steps, so every rank stops at the same step"
+        )
     queued = knobs.workers * eng.prefetch_batches
     total = len(ds.train_images)
     batches = warmup + 3 * queued + most  # the longest warm-up and window the clock may run
     images = min(total, batches * knobs.batch)
     if images < total:
         notes.append(f"trains on {images} of {total} images: enough for {batches} batches of {knobs.batch}")
-    infeasible = None
-    if knobs.cache == "ram":
+    infeasible = gpus_refusal(knobs)
+    if infeasible:
+        pass
+    elif knobs.cache == "ram":
         infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes)
     elif knobs.cache == "disk":
         manifest_dir()  # where the .npy files it may add are recorded: checked now, not after the set-up

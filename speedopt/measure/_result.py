@@ -22,7 +22,8 @@ class TrialResult:
     engine: str
     engine_version: str | None = None
     notes: tuple[str, ...] = ()
-    images_per_s: float | None = None
+    images_per_s: float | None = None  # in total: under DDP (config.gpus > 1) the sum over the ranks
+    rank_images_per_s: tuple[float | None, ...] = ()  # under DDP, each rank's own (None: that rank reported none)
     step_s_median: float | None = None
     step_s_p90: float | None = None
     data_wait_fraction: float | None = None
@@ -53,6 +54,11 @@ class TrialResult:
     log_tail: str = field(default="", repr=False)
 
     @property
+    def per_gpu_images_per_s(self) -> float | None:
+        """Images/s per process (per GPU): the total over ``config.gpus``."""
+        return None if self.images_per_s is None else self.images_per_s / max(1, self.config.gpus)
+
+    @property
     def ok(self) -> bool:
         """Measured: the trial ran its steps and has a throughput."""
         return self.status is Status.OK and self.images_per_s is not None
@@ -66,6 +72,7 @@ class TrialResult:
         data["notes"] = list(self.notes)
         data["network_blocked"] = list(self.network_blocked)
         data["step_s"] = list(self.step_s)
+        data["rank_images_per_s"] = list(self.rank_images_per_s)
         return data
 
     @classmethod
@@ -80,5 +87,6 @@ class TrialResult:
         values["notes"] = tuple(values.get("notes", ()))
         values["network_blocked"] = tuple(values.get("network_blocked", ()))
         values["step_s"] = tuple(values.get("step_s", ()))
+        values["rank_images_per_s"] = tuple(values.get("rank_images_per_s", ()))
 
         return cls(**values)

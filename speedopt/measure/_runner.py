@@ -12,7 +12,6 @@ out-of-memory killer), another signal, an exit code.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,13 +25,16 @@ from typing import Any
 import psutil
 
 from speedopt import engines
+from speedopt.measure._ddp import merge_ranks, run_ranks
 from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import Job, JobOutcome, job_to_json
+from speedopt.measure._launch import sweep_launches
 from speedopt.measure._leftovers import private_folder, remove_private_folder, shared_fds, sweep
+from speedopt.measure._request import TrialRequest
+from speedopt.measure._workdir import PARENT_ENV, log_tail, read_json
 from speedopt.status import Status
 
 CHILD = "speedopt.measure._child"
-PARENT_ENV = "SPEEDOPT_PARENT_PID"  # the runner's pid, which the child watches (see _child._die_with_parent)
 Progress = Callable[[dict[str, Any]], None]
 
 
@@ -54,22 +56,6 @@ def phase_text(update: dict[str, Any]) -> str:
     return f"{update.get('phase', 'setup')}{where}"
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON file written atomically by the other side, or None if absent or unreadable."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
-
-
 def run_job(
     job: Job,
     owner: str,
@@ -84,8 +70,9 @@ def run_job(
     env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
     with measuring(owner, on_wait=on_wait):
         sweep()
+        sweep_launches()  # ranks of a launch whose guard and starter were killed at once
         started_at = time.time()
-        seen = _run_child(job_to_json(job), env, job.timeout_s, progress)
+        seen = _run_child(job, env, progress)
         ended_at = time.time()
     status, message = _ending(seen, job)
     result = seen.result or {}
@@ -116,37 +103,70 @@ def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:
     return Status.ERROR, f"process exited with code {seen.returncode}: {last}"
 
 
-def _run_child(request: str, env: dict[str, str], timeout_s: float, progress: Progress | None) -> _Exit:
-    """Run the child entry point on ``request`` (JSON) and collect how it ended; its folder is removed."""
+def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exit:
+    """Run the child entry point on ``job`` and collect how it ended; its folder is removed.
+
+    A trial with ``gpus`` > 1 runs the same child as that many DDP ranks (:mod:`speedopt.measure._ddp`).
+    """
     workdir = private_folder()
     started = time.monotonic()
+    nproc = job.knobs.gpus if isinstance(job, TrialRequest) else 1
     try:
-        (workdir / "request.json").write_text(request)
-        with open(workdir / "child.log", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", CHILD, str(workdir)],
-                cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
-                env={**os.environ, **env, **_temp_inside(workdir), PARENT_ENV: str(os.getpid())},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a timeout kills its workers too
-                pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
-            )
-        try:
-            timed_out = _wait(proc, workdir, timeout_s, progress)
-        finally:
-            _kill_group(proc)  # on timeout, interrupt, or workers that outlived the child
+        (workdir / "request.json").write_text(job_to_json(job))
+        env = {**env, **_temp_inside(workdir)}
+        forward = _Forward(workdir, progress)
+        if nproc > 1:
+            timed_out, code = run_ranks(nproc, workdir, env, job.timeout_s, forward)
+            result = None if timed_out else merge_ranks(workdir, nproc)
+        else:
+            timed_out, code = _run_one(workdir, env, job.timeout_s, forward)
+            result = None if timed_out else read_json(workdir / "result.json")
         return _Exit(
-            result=None if timed_out else read_json(workdir / "result.json"),
+            result=result,
             timed_out=timed_out,
-            returncode=proc.returncode,
-            log_tail=_log_tail(workdir / "child.log"),
+            returncode=code,
+            log_tail=log_tail(workdir / "child.log"),
             wall_s=time.monotonic() - started,
             last_progress=read_json(workdir / "progress.json"),
         )
     finally:
         remove_private_folder(workdir)
+
+
+def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]) -> tuple[bool, int | None]:
+    """The child as one process in its own session; (timed out, exit code). Nothing of it runs after."""
+    with open(workdir / "child.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", CHILD, str(workdir)],
+            cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
+            env={**os.environ, **env, PARENT_ENV: str(os.getpid())},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a timeout kills its workers too
+            pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
+        )
+    try:
+        timed_out = _wait(proc, timeout_s, forward)
+    finally:
+        _kill_group(proc)  # on timeout, interrupt, or workers that outlived the child
+    return timed_out, proc.returncode
+
+
+class _Forward:
+    """Hands the child's progress (``progress.json``) to the caller's callback each time it changes."""
+
+    def __init__(self, workdir: Path, progress: Progress | None):
+        self.workdir, self.progress = workdir, progress
+        self.last: dict[str, Any] | None = None
+
+    def __call__(self) -> None:
+        if self.progress is None:
+            return
+        state = read_json(self.workdir / "progress.json")
+        if state and state != self.last:
+            self.progress(state)
+            self.last = state
 
 
 def _temp_inside(workdir: Path) -> dict[str, str]:
@@ -164,18 +184,13 @@ def _temp_inside(workdir: Path) -> dict[str, str]:
     return env
 
 
-def _wait(proc: subprocess.Popen[bytes], workdir: Path, timeout_s: float, progress: Progress | None) -> bool:
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, forward: Callable[[], None]) -> bool:
     """Poll until the child exits (False) or the timeout passes (True), forwarding progress."""
     deadline = time.monotonic() + timeout_s
-    last = None
     while proc.poll() is None:
         if time.monotonic() > deadline:
             return True
-        if progress:
-            state = read_json(workdir / "progress.json")
-            if state and state != last:
-                progress(state)
-                last = state
+        forward()
         time.sleep(0.2)
     return False
 
@@ -204,20 +219,6 @@ def _group_running(pgid: int) -> bool:
     return False
 
 
-def _log_tail(log: Path, lines: int = 15) -> str:
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return ""
-    rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]  # keep a progress bar's final state
-    return "\n".join([r for r in rows if r][-lines:])
-
-
 def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     """Public name of :func:`_kill_group`, for other runners of a child in its own session (``speedopt verify``)."""
     _kill_group(proc, grace_s)
-
-
-def log_tail(log: Path, lines: int = 15) -> str:
-    """Public name of :func:`_log_tail`: the last ``lines`` non-empty lines of a child's log."""
-    return _log_tail(log, lines)

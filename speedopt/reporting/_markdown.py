@@ -26,6 +26,7 @@ from speedopt.reporting._loggers import logger_integrations
 from speedopt.reporting._overheads import overhead_advice
 from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
+from speedopt.reporting._scaling import scaling_section
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
@@ -222,7 +223,9 @@ def _command(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += ["No measurable gain on this machine: keep your settings (the baseline's command below).", ""]
     else:
         lines += [f"Trial {rec.trial.number}: {rec.verdict}.", ""]
-    if rec.classic:
+    if rec.stand_in:
+        lines += [rec.stand_in + ".", ""]
+    elif rec.classic:
         where = rec.protocol.yolov5_dir or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
         lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
     else:
@@ -231,8 +234,8 @@ def _command(rec: Recommendation | None, epochs: int) -> list[str]:
     lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])
 
     gpus = rec.protocol.machine.gpus
-
-    if len(gpus) > 1:
+    searched = max(rec.protocol.space.domains["gpus"].values()) > 1 if "gpus" in rec.protocol.space.domains else False
+    if len(gpus) > 1 and not searched:
         every = ",".join(str(i) for i in range(len(gpus)))
         lines += [f"On all {len(gpus)} GPUs (DDP; not measured by this study):", "", "```bash",
                   rec.command(epochs, device=every), "```", ""]
@@ -393,7 +396,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
-    md += _trials(table, base) + _ended_early(result) + _bottlenecks(p, done, projections, epochs) + _importance(study, done)
+    md += _trials(table, base) + scaling_section(done) + _ended_early(result)
+    md += _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     for title, fig in figs:
         md += [f"![{title}]({files.link}/{fig.name})", ""]
     md += _accuracy_note(p, result)

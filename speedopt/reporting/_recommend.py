@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from speedopt import command, engines
+from speedopt import command, engines, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.speedup import METHOD, Speedup
@@ -48,7 +48,12 @@ class Recommendation:
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
         form = command.train_py if self.classic else command.yolo_train
-        return form(self.data, self.knobs, device=device or self.protocol.device, epochs=epochs)
+        return form(self.data, self.knobs, device=device or self.device, epochs=epochs)
+
+    @property
+    def device(self) -> str:
+        """The device the command trains on: the first ``gpus`` GPUs of the study's (``0,1`` for gpus=2)."""
+        return machine.devices_for(self.protocol.device, self.knobs.gpus)
 
     @property
     def data(self) -> str:
@@ -59,7 +64,7 @@ class Recommendation:
         """The ``YOLO(...).train(...)`` call (Ultralytics studies only)."""
         if self.classic:
             raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
-        return command.python_train(self.data, self.knobs, device=self.protocol.device, epochs=epochs)
+        return command.python_train(self.data, self.knobs, device=self.device, epochs=epochs)
 
     def where(self) -> str:
         """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
@@ -67,6 +72,16 @@ class Recommendation:
             return ""
         return f"in {self.protocol.yolov5_dir}" if self.protocol.yolov5_dir else (
             "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
+        )
+
+    @property
+    def stand_in(self) -> str | None:
+        """Why there is no training command (a stand-in engine measured the study), else None."""
+        if engines.get(self.protocol.engine, yolov5_dir=self.protocol.yolov5_dir).trains_yolov5:
+            return None
+        return (
+            f"no training command: the {self.protocol.engine} engine trains a tiny stand-in net, not YOLOv5 (it measured "
+            "the data path and the launcher); carry the knobs over to your trainer's own command"
         )
 
     def problems(self) -> tuple[str, ...]:
@@ -86,7 +101,7 @@ class Recommendation:
         return {
             "study": self.study,
             "data": self.data,
-            "device": self.protocol.device,
+            "device": self.device,
             "trial": self.trial.number,
             "config": self.knobs.to_dict(),
             "images_per_s": self.images_per_s,

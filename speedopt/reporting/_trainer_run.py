@@ -35,7 +35,8 @@ import yaml
 
 from speedopt import engines
 from speedopt.errors import UsageError
-from speedopt.measure._runner import kill_group, log_tail
+from speedopt.measure._runner import kill_group
+from speedopt.measure._workdir import log_tail
 from speedopt.offline import cache_dir, place_font
 from speedopt.reporting._recommend import Recommendation
 from speedopt.status import Status

@@ -22,6 +22,7 @@ from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
 from speedopt.measure import (
     adjust_to_device,
+    check_gpus,
     check_lock,
     check_protocol,
     checkout_path,
@@ -223,6 +224,7 @@ def _baseline(text: str | None, given: dict[str, Domain], eng: Engine, device: s
     fixed = eng.fixed_knobs(device)
     notes += [f"{knob} is not searched: {why}" for knob, (_, why) in fixed.items()]
     base, adjusted = adjust_to_device(base, eng, device)
+    check_gpus(base, eng, device)
     return base, notes + [f"baseline {note}" for knob, note in adjusted.items() if knob not in fixed]
 
 
@@ -283,7 +285,12 @@ def _space(
         for k, d in fixed.items()
         if k in listed and listed[k] != d
     ]
-    domains = {**space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb).domains, **listed, **fixed}
+    pool = len(device.split(",")) if cuda else 1
+    domains = {**space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb, pool).domains, **listed, **fixed}
+    gpus = domains["gpus"].values()
+    if max(gpus) > 1:  # the engine runs DDP on this device and --device lists enough GPUs, or one line why not
+        check_gpus(dataclasses.replace(base, gpus=max(gpus)), eng, device)
+        notes.append(f"gpus {domains['gpus'].text()}: batch is the total across the GPUs (each takes batch / gpus), as in both trainers")
     domains.update({knob: Domain(choices=(value,)) for knob, (value, _) in eng.fixed_knobs(device).items()})
     if not cuda and True in domains["amp"].values():
         domains["amp"] = Domain(choices=(False,))

@@ -18,7 +18,7 @@ from speedopt.data import read_yaml
 from speedopt.errors import UsageError
 from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, shown, value_text
 
-ORDERED = ("workers", "batch", "imgsz", "freeze")  # integer knobs that may be given as {low, high, step}
+ORDERED = ("workers", "batch", "imgsz", "freeze", "gpus")  # integer knobs that may be given as {low, high, step}
 MAX_VALUES = 10_000  # a stored range with more values than this was not made by speedopt (batch <= 4096)
 
 
@@ -116,14 +116,22 @@ class Space:
         return cls(domains)
 
 
+def gpu_counts(pool: int) -> tuple[int, ...]:
+    """The ``gpus`` values worth measuring on a pool of GPUs: powers of two up to it, and the pool itself."""
+    counts = [1]
+    while counts[-1] * 2 <= pool:
+        counts.append(counts[-1] * 2)
+    return tuple(sorted({*counts, max(1, pool)}))
+
+
 def default_space(
-    baseline: Knobs, cores: int, cuda: bool, gpu_memory_mb: int | None = None
+    baseline: Knobs, cores: int, cuda: bool, gpu_memory_mb: int | None = None, gpu_pool: int = 1
 ) -> Space:
     """The default space on this machine, around the baseline (cache=ram is checked by the caller).
 
     imgsz from half the baseline's up to it (larger images are never faster); batch by powers of two
     (smaller ones on a CPU, where memory bandwidth, not occupancy, limits); freeze 0..10 (the YOLOv5
-    backbone).
+    backbone); gpus 1, 2, 4 ... up to the GPUs ``--device`` lists (``gpu_pool``).
     """
     top = max(baseline.imgsz, 2 * STRIDE)
     low = max(STRIDE, (top // 2) // STRIDE * STRIDE)
@@ -139,6 +147,7 @@ def default_space(
             "amp": Domain(choices=(True, False) if cuda else (False,)),
             "model": Domain(choices=MODEL_SCALES),
             "freeze": Domain(low=0, high=10),
+            "gpus": Domain(choices=gpu_counts(gpu_pool) if cuda else (1,)),
         }
     )
 
@@ -217,12 +226,15 @@ def parse_baseline(text: str | None, pinned: dict[str, Any] | None = None) -> Kn
     if not text:
         return dataclasses.replace(knobs, **(pinned or {}))
     ignored = {"data", "epochs", "device", "project", "name", "exist_ok", "patience", "seed", "optimizer"}
-    values = {}
+    values: dict[str, Any] = {}
     for item in text.split():
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--baseline expects key=value pairs like 'model=yolov5s imgsz=640', got {item!r}")
         key = {"batch_size": "batch", "img": "imgsz", "weights": "model"}.get(key, key)
+        if key == "device" and "," in value:  # the trainer's multi-GPU form: device=0,1 is DDP on 2 GPUs
+            values["gpus"] = len([v for v in value.split(",") if v.strip()])
+            continue
         if key in ignored:
             continue
         values[key] = parse_value(key, value)
