@@ -42,8 +42,9 @@ def interval(p: Projection, share: float = SHARE) -> int:
 
 
 def overhead_advice(p: Projection | None, classic: bool, loggers: list[LoggerIntegration]) -> list[str]:
-    """The report's section on per-epoch overheads (empty when there is nothing to say)."""
-    lines: list[str] = []
+    """The report's section on per-epoch overheads: what each costs, and advice on what is above :data:`SHARE`
+    of an epoch (empty without a projection and without an online logger)."""
+    lines: list[str] = [] if p is None else [_measured(p, loggers), ""]
     if p is not None and p.val_s is not None and p.val_s / p.epoch_s > SHARE:
         lines += _validation(p, classic)
     if p is not None and p.save_s is not None and p.save_s / p.epoch_s > SHARE:
@@ -54,6 +55,20 @@ def overhead_advice(p: Projection | None, classic: bool, loggers: list[LoggerInt
     if not lines:
         return []
     return ["### Per-epoch overheads outside the training step", "", *lines]
+
+
+def _measured(p: Projection, loggers: list[LoggerIntegration]) -> str:
+    """One line: each per-epoch cost with its share of the epoch, and the logger integrations that are on."""
+
+    def part(name: str, seconds: float | None) -> str:
+        return f"{name} not timed" if seconds is None else f"{name} {seconds:.2f} s ({100 * seconds / p.epoch_s:.1f}%)"
+
+    on = ", ".join(f"{log.name} ({'online' if log.online else 'local'}; {log.source})" for log in loggers) or "none"
+    return (
+        f"Per epoch of the projected run ({p.epoch_s:.1f} s): {part('training', p.epoch_train_s)}, "
+        f"{part('validation', p.val_s)}, {part('checkpoint saves', p.save_s)}; advice follows where a part is over "
+        f"{100 * SHARE:.0f}% of an epoch. Logger integrations on for this trainer here: {on}."
+    )
 
 
 def _validation(p: Projection, classic: bool) -> list[str]:
