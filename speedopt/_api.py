@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt import defaults, engines, measure, reporting, study
+from speedopt import defaults, doctor, engines, measure, reporting, study
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
@@ -92,6 +92,7 @@ def search(
         config = SearchConfig(data=config, **options)
     elif options:
         raise TypeError("give either a SearchConfig or keyword options, not both")
+    doctor.refuse_fatal(config.device)  # a GPU that is not there, or one torch cannot use: before any storage
     planned = study.plan(config)
     if planned.to_prepare and planned.dataset is not None and planned.prepare_format:
         study.make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)

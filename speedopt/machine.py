@@ -173,7 +173,7 @@ class MachineFingerprint:
         return cls(**values)
 
 
-def _gpus() -> tuple[list[Gpu], str | None, str | None]:
+def nvml_gpus() -> tuple[list[Gpu], str | None, str | None]:
     """GPU names and memory, driver and CUDA driver version, via NVML (empty without a driver)."""
     try:
         import pynvml
@@ -202,7 +202,7 @@ def fingerprint(disk_path: str = ".") -> MachineFingerprint:
 
     import psutil
 
-    gpus, driver, cuda = _gpus()
+    gpus, driver, cuda = nvml_gpus()
     memory = psutil.virtual_memory()
     key = MachineKey(
         cpu_model=_cpu_model(),

@@ -9,6 +9,7 @@ from speedopt.reporting._bottleneck import Diagnosis, diagnose
 from speedopt.reporting._dashboard import check_address, feasible_best, serve
 from speedopt.reporting._filename import ReportFiles, inside, report_files, safe_name
 from speedopt.reporting._gather import trial_table, write_csv
+from speedopt.reporting._loggers import LoggerIntegration, logger_integrations
 from speedopt.reporting._markdown import Written, build
 from speedopt.reporting._projection import Projection, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommend, recommendation
@@ -16,6 +17,7 @@ from speedopt.reporting._verify import Verification, check_verify_options, verif
 
 __all__ = [
     "Diagnosis",
+    "LoggerIntegration",
     "Projection",
     "Recommendation",
     "ReportFiles",
@@ -27,6 +29,7 @@ __all__ = [
     "diagnose",
     "feasible_best",
     "inside",
+    "logger_integrations",
     "project",
     "recommend",
     "recommendation",
