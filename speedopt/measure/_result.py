@@ -48,6 +48,9 @@ class TrialResult:
     label_scan_s: float | None = None  # set-up time spent scanning labels (0.0: read from a cache; None: not recorded)
     image_bytes_mean: float | None = None  # the train images the trainer read: mean file size
     image_long_side: int | None = None  # and their mean long side (pixels, decoded size)
+    predicted_peak_mb: float | None = None  # before running: GPU memory (on a GPU) or RAM (cache=ram on the CPU)
+    predicted_kind: str | None = None  # "gpu": compare with peak_gpu_mem_mb; "ram": with peak_ram_mb
+    predicted_basis: str = ""  # the line it came from (measure._memory.MemoryFit)
     network_blocked: tuple[str, ...] = ()
     measure_started_at: float | None = None  # epoch seconds: the measurement held the host lock from here
     measure_ended_at: float | None = None
@@ -57,6 +60,14 @@ class TrialResult:
     def per_gpu_images_per_s(self) -> float | None:
         """Images/s per process (per GPU): the total over ``config.gpus``."""
         return None if self.images_per_s is None else self.images_per_s / max(1, self.config.gpus)
+
+    @property
+    def prediction_error(self) -> float | None:
+        """(measured - predicted) / measured for the predicted peak memory (None: not predicted or not measured)."""
+        measured = self.peak_gpu_mem_mb if self.predicted_kind == "gpu" else self.peak_ram_mb
+        if self.predicted_peak_mb is None or not measured:
+            return None
+        return (measured - self.predicted_peak_mb) / measured
 
     @property
     def ok(self) -> bool:

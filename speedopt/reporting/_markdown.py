@@ -23,6 +23,7 @@ from speedopt.reporting._filename import report_files
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._images import copies_section, images_for, prepare_gain
 from speedopt.reporting._loggers import logger_integrations
+from speedopt.reporting._memory import memory_section
 from speedopt.reporting._overheads import overhead_advice
 from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project, validation_time
 from speedopt.reporting._recommend import Recommendation, recommendation
@@ -396,7 +397,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
-    md += _trials(table, base) + scaling_section(done) + _ended_early(result)
+    md += _trials(table, base) + scaling_section(done) + memory_section(done) + _ended_early(result)
     md += _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     for title, fig in figs:
         md += [f"![{title}]({files.link}/{fig.name})", ""]

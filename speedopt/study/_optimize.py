@@ -27,6 +27,7 @@ from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult
 from speedopt.quality import Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
 from speedopt.study import _finals as finals_mod
+from speedopt.study import _memory as memory_mod
 from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
@@ -210,7 +211,12 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
             raise optuna.TrialPruned(f"config already measured in trial {earlier}")
         repeats["in_a_row"] = 0
         view.trial_started(trial.number, knobs)
-        result = _measure(plan, request, view, inputs)
+        prediction = None
+        if isinstance(request, TrialRequest):
+            request, prediction = memory_mod.predicted(
+                trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.waiting
+            )
+        result = memory_mod.record(_measure(plan, request, view, inputs), prediction)
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
         for key, value in stored.items():

@@ -1,0 +1,115 @@
+"""Peak memory predicted before a trial runs: a line in the batch size through two short measured trials.
+
+AutoBatch profiles one knob (batch) at a few sizes and fits a line; speedopt does the same for every
+memory signature the search meets. GPU memory depends on the model, imgsz, AMP, frozen layers and the
+GPUs' share of the batch, not on workers or the cache: two short trials of the real trainer at two
+small batches (:data:`FIT_STEPS` measured steps, no workers, no cache) give the peak the trial itself
+records (``torch.cuda.max_memory_reserved``), and the line through them predicts every other batch
+(:class:`MemoryFit`). A config predicted above :data:`LIMIT` of the GPU's memory is infeasible without
+running. On the CPU the same machinery predicts peak RAM (with dataloader workers) for ``cache=ram``:
+the line at the same workers, plus the decoded images the trial caches (the trainers' own estimate,
+without their safety margin), against the RAM available. Each measured trial keeps its prediction, so
+the report shows predicted against measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from speedopt.data import Dataset, estimate_ram_cache_bytes
+from speedopt.knobs import Knobs
+
+LIMIT = 0.90  # a config predicted above this share of the memory is infeasible
+FIT_STEPS = 2  # measured steps of each fitting trial (after one warm-up step)
+GPU_BATCHES = (8, 16)
+CPU_BATCHES = (2, 4)
+ATTR = "memory_fits"  # the study user attr: key -> MemoryFit.to_dict()
+
+
+def kind_of(device: str) -> str:
+    """``gpu`` (peak GPU memory) or ``ram`` (peak host RAM with workers, on the CPU)."""
+    return "ram" if device == "cpu" else "gpu"
+
+
+def memory_key(knobs: Knobs, device: str) -> str:
+    """The knobs peak memory depends on (GPU: model, imgsz, amp, freeze, gpus; RAM: model, imgsz, freeze, workers, data)."""
+    if kind_of(device) == "gpu":
+        return f"gpu {knobs.model} {knobs.imgsz} amp={knobs.amp} freeze={knobs.freeze} gpus={knobs.gpus}"
+    return f"ram {knobs.model} {knobs.imgsz} freeze={knobs.freeze} workers={knobs.workers} data={knobs.data}"
+
+
+def fit_knobs(knobs: Knobs, device: str, batch: int) -> Knobs:
+    """The knobs of one fitting trial: the signature at ``batch``, no cache (GPU: no workers either)."""
+    workers = 0 if kind_of(device) == "gpu" else knobs.workers
+    return dataclasses.replace(knobs, batch=batch * knobs.gpus, cache="none", workers=workers)
+
+
+def fit_batches(device: str) -> tuple[int, int]:
+    """The two batch sizes (per GPU) measured for a fit."""
+    return GPU_BATCHES if kind_of(device) == "gpu" else CPU_BATCHES
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Peak memory (MB) as a line in the batch, through two measured points of one memory signature."""
+
+    key: str
+    kind: str  # gpu or ram
+    batches: tuple[int, int]
+    peaks_mb: tuple[float, float]
+
+    @property
+    def slope_mb(self) -> float:
+        """MB per image of batch (never below 0: noise must not predict less memory for a larger batch)."""
+        (b1, b2), (m1, m2) = self.batches, self.peaks_mb
+        return max(0.0, (m2 - m1) / (b2 - b1)) if b2 != b1 else 0.0
+
+    def predict(self, batch: int) -> float:
+        """Predicted peak MB at ``batch`` on the line."""
+        return self.peaks_mb[0] + self.slope_mb * (batch - self.batches[0])
+
+    def basis(self) -> str:
+        (b1, b2), (m1, m2) = self.batches, self.peaks_mb
+        return f"line through batch {b1}: {m1:.0f} MB and batch {b2}: {m2:.0f} MB ({self.slope_mb:.1f} MB per image)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "batches": list(self.batches), "peaks_mb": list(self.peaks_mb)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryFit:
+        b1, b2 = (int(b) for b in data["batches"])
+        m1, m2 = (float(m) for m in data["peaks_mb"])
+        return cls(str(data["key"]), str(data["kind"]), (b1, b2), (m1, m2))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A trial's predicted peak memory, and what it was predicted from."""
+
+    kind: str
+    peak_mb: float
+    basis: str
+
+
+def predict(fit: MemoryFit, knobs: Knobs, images: Dataset | None = None, used: int = 0) -> Prediction:
+    """The peak of ``knobs`` (per GPU under DDP); with cache=ram on the CPU plus the decoded images the trial caches
+    (the first ``used`` train images of ``images``, and the val split, as the trainers cache both)."""
+    peak, basis = fit.predict(knobs.batch // max(1, knobs.gpus)), fit.basis()
+    if fit.kind == "ram" and knobs.cache == "ram" and images is not None:
+        cached = estimate_ram_cache_bytes((*images.train_images[:used], *images.val_images), knobs.imgsz) / 2**20
+        peak += cached
+        basis += f" + {cached:.0f} MB of decoded images cached at imgsz={knobs.imgsz}"
+    return Prediction(fit.kind, peak, basis)
+
+
+def refusal(prediction: Prediction, available_mb: float) -> str | None:
+    """Why the config must not run (None when it may): predicted above :data:`LIMIT` of the memory there is."""
+    if prediction.peak_mb <= LIMIT * available_mb:
+        return None
+    what = "GPU memory" if prediction.kind == "gpu" else "RAM"
+    return (
+        f"predicted peak {what} {prediction.peak_mb:.0f} MB is over {100 * LIMIT:.0f}% of the {available_mb:.0f} MB "
+        f"available ({prediction.basis}); not run"
+    )

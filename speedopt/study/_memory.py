@@ -1,0 +1,91 @@
+"""Predicting a trial's peak memory before it runs, in the search loop (see :mod:`speedopt.measure._memory`).
+
+The study keeps one fit per memory signature in its user attrs (:data:`~speedopt.measure._memory.ATTR`),
+so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two
+short trials of the real trainer (not study trials). A fit that cannot be measured (a fitting trial
+ended oom or error) leaves the trial unpredicted: it runs, and its own status says what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from speedopt.data import Dataset
+from speedopt.measure import TrialRequest, TrialResult, prepare, ram_available, run_trial, unmeasured
+from speedopt.measure import _memory as memory
+from speedopt.status import Status
+
+if TYPE_CHECKING:
+    import optuna
+
+    from speedopt.study._protocol import StudyProtocol
+
+
+def wanted(request: TrialRequest) -> bool:
+    """Whether the trial's memory is predicted: every trial on a GPU; on the CPU, cache=ram trials."""
+    return memory.kind_of(request.device) == "gpu" or request.knobs.cache == "ram"
+
+
+def stored_fits(study: optuna.Study) -> dict[str, memory.MemoryFit]:
+    attr = study.user_attrs.get(memory.ATTR) or {}
+    return {key: memory.MemoryFit.from_dict(value) for key, value in attr.items() if isinstance(value, dict)}
+
+
+def _available_mb(p: StudyProtocol, kind: str) -> float | None:
+    if kind == "gpu":
+        return float(p.machine.gpus[0].memory_mb) if p.machine.gpus else None
+    return ram_available(p.ram_limit_bytes) / 2**20
+
+
+def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, say: Callable[[str], None]) -> memory.MemoryFit | None:
+    """Two short trials at the fit's batches; None when either did not measure a peak."""
+    key, peaks = memory.memory_key(request.knobs, request.device), []
+    batches = memory.fit_batches(request.device)
+    say(f"memory: fitting {key} at batch {batches[0]} and {batches[1]} (two short trials)")
+    for batch in batches:
+        knobs = memory.fit_knobs(request.knobs, request.device, batch)
+        fit_request = prepare(
+            listing, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=memory.FIT_STEPS, warmup=1,
+            timeout_s=p.trial_timeout_s, max_steps=memory.FIT_STEPS, label_caches=request.label_caches,
+        )
+        result = run_trial(fit_request, owner=owner, dataset=listing)
+        peak = result.peak_gpu_mem_mb if memory.kind_of(request.device) == "gpu" else result.peak_ram_mb
+        if not result.ok or not peak:
+            say(f"memory: no fit for {key}: the batch {batch} trial ended {result.status.value} ({result.message})")
+            return None
+        peaks.append(float(peak))
+    return memory.MemoryFit(key, memory.kind_of(request.device), batches, (peaks[0], peaks[1]))
+
+
+def predicted(
+    study: optuna.Study, p: StudyProtocol, request: TrialRequest, listing: Dataset, say: Callable[[str], None]
+) -> tuple[TrialRequest | TrialResult, memory.Prediction | None]:
+    """The request (or its infeasible result, when its predicted peak is over the limit) and its prediction, which
+    goes with the trial's result (:func:`record`); no prediction where none is wanted or no fit could be measured."""
+    if not wanted(request) or request.infeasible:
+        return request, None
+    fits = stored_fits(study)
+    key = memory.memory_key(request.knobs, request.device)
+    if key not in fits:
+        fit = _fit(p, request, listing, study.study_name, say)
+        if fit is None:
+            return request, None
+        fits[key] = fit
+        study.set_user_attr(memory.ATTR, {k: f.to_dict() for k, f in fits.items()})
+    prediction = memory.predict(fits[key], request.knobs, listing, request.images)
+    available = _available_mb(p, prediction.kind)
+    why = memory.refusal(prediction, available) if available else None
+    if why:
+        return record(unmeasured(request, Status.INFEASIBLE, why), prediction), prediction
+    return request, prediction
+
+
+def record(result: TrialResult, prediction: memory.Prediction | None) -> TrialResult:
+    """The result with its prediction (kept on each measured trial: the report shows predicted vs measured)."""
+    if prediction is None:
+        return result
+    return dataclasses.replace(
+        result, predicted_peak_mb=prediction.peak_mb, predicted_kind=prediction.kind, predicted_basis=prediction.basis
+    )

@@ -1,0 +1,36 @@
+"""Peak memory predicted in a real search on CPU: RAM for cache=ram, against what the trial measured."""
+
+import optuna
+import pytest
+
+from tests.conftest import run_cli
+
+SEARCH = ["search", "--device", "cpu", "--quality", "off", "--repeats", "0", "--trials", "1", "--steps", "3",
+          "--warmup", "1", "--baseline", "model=yolov5n imgsz=128 batch=8 workers=0 cache=ram", "--no-report"]
+
+
+def _trial(url: str) -> tuple[optuna.Study, dict]:
+    studies = [optuna.load_study(study_name=n, storage=url) for n in optuna.study.get_all_study_names(url)]
+    study = next(s for s in studies if "memory_fits" in s.user_attrs)  # not the probe-cache study
+    return study, study.trials[0].user_attrs
+
+
+@pytest.mark.slow
+def test_the_ram_of_a_cache_ram_trial_is_predicted_within_20_percent(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    done = run_cli(*SEARCH, "--data", str(demo_yaml), "--storage", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    study, attrs = _trial(url)
+    assert attrs["status"] == "ok" and attrs["predicted_kind"] == "ram"
+    error = abs(attrs["peak_ram_mb"] - attrs["predicted_peak_mb"]) / attrs["peak_ram_mb"]
+    assert error < 0.20, (attrs["predicted_peak_mb"], attrs["peak_ram_mb"], attrs["predicted_basis"])
+    assert len(study.user_attrs["memory_fits"]) == 1 and "decoded images cached" in attrs["predicted_basis"]
+
+
+@pytest.mark.slow
+def test_a_config_predicted_over_the_ram_limit_is_infeasible_without_running(demo_yaml, tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    done = run_cli(*SEARCH, "--data", str(demo_yaml), "--storage", url, "--ram-limit", "0.25", cwd=tmp_path)
+    _, attrs = _trial(url)
+    assert attrs["status"] == "infeasible" and "predicted peak RAM" in attrs["message"], done.stdout
+    assert attrs["images_per_s"] is None and attrs["predicted_peak_mb"] > 0.9 * 256
