@@ -47,9 +47,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         NAME,
         help="run an Optuna study of trials over the speed knobs and recommend the fastest config",
         description="Run an Optuna study (TPE sampler) of short, real training trials over workers, batch, imgsz, "
-        "cache, amp, model, freeze, data (a resized copy) and gpus (with --device 0,1,...: DDP under "
-        "torch.distributed.run; batch is the total across the GPUs, as in both trainers), maximising steady-state "
-        "images/s. The first trial is your baseline (--baseline, "
+        "cache, amp, model, freeze, data (a resized copy) and gpus (with --device 0,1,...: DDP under torch.distributed.run; "
+        "batch is the total across the GPUs, as in both trainers), maximising steady-state images/s. The first trial is your baseline (--baseline, "
         "else the trainer's defaults). Trials that end oom, timeout, infeasible or error are recorded with their "
         "status and reason and count as violating the study's constraint, so the sampler avoids them and they are "
         "never recommended. Re-running the same command resumes the study and runs only the missing trials; "
