@@ -5,7 +5,7 @@ The Python API (the CLI calls exactly these): :func:`trial`, :func:`search`, :fu
 imported where it is used.
 """
 
-from speedopt._api import best, report, search, trial, verify, worker
+from speedopt._api import best, ceilings, report, search, trial, verify, worker
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
@@ -28,6 +28,7 @@ __all__ = [
     "Written",
     "__version__",
     "best",
+    "ceilings",
     "report",
     "search",
     "trial",

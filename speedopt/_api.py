@@ -54,6 +54,58 @@ def trial(
     return measure.run_trial(request, progress=progress, on_wait=on_wait)
 
 
+def ceilings(
+    data: str,
+    knobs: Knobs | None = None,
+    *,
+    device: str | None = None,
+    engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
+    steps: int = defaults.STEPS,
+    warmup: int = defaults.WARMUP,
+    max_steps: int | None = None,
+    timeout_s: float = defaults.TRIAL_TIMEOUT_S,
+    ram_limit_gb: float | None = None,
+    with_trial: bool = False,
+    progress: measure.Progress | None = None,
+    on_note: Callable[[str], None] | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> tuple[measure.Ceilings, TrialResult | None]:
+    """Measure the data and compute ceilings of ``knobs`` (see :mod:`speedopt.measure._ceilings`): two short
+    jobs of the real trainer; with ``with_trial``, the full trial too, last, so its figure can be set
+    against min(ceilings). ``progress`` hears each job's phases with a ``job`` key (data, compute, trial)."""
+    knobs = knobs or Knobs()
+    eng = engines.get(engine, yolov5_dir=yolov5_dir)
+    if not eng.supports_ceilings:
+        raise UsageError(f"the {engine} engine cannot measure ceilings; use --engine ultralytics or yolov5")
+    if knobs.gpus > 1:
+        raise UsageError(f"ceilings are measured on one GPU (gpus={knobs.gpus} asked): give --gpus 1")
+    notes: set[str] = set()
+
+    def prepare(asked: Knobs) -> measure.TrialRequest | TrialResult:
+        request = measure.prepare(
+            data, asked, device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
+            max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
+        )
+        for note in request.notes:
+            if on_note and note not in notes:
+                on_note(note)
+                notes.add(note)
+        return request
+
+    def run(request: measure.TrialRequest) -> TrialResult:
+        tagged = None if progress is None else (lambda update: progress({**update, "job": request.mode}))
+        return measure.run_trial(request, progress=tagged, on_wait=on_wait)
+
+    found = measure.measure_ceilings(knobs, prepare, run)
+    trial_result = None
+    if with_trial:
+        request = prepare(knobs)
+        assert isinstance(request, measure.TrialRequest)
+        trial_result = run(request)
+    return found, trial_result
+
+
 def _labels_first(
     request: measure.TrialRequest,
     progress: measure.Progress | None,

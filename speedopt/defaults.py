@@ -16,6 +16,8 @@ REPEATS = 3
 #: A gain is claimed only when every finals round shows at least this much (differences on a noisy
 #: machine move between sessions by a few percent: see speedopt.speedup).
 MIN_GAIN = 0.05
+STOP_AT_CEILING = 0.95  # a search stops once its best config reaches this share of min(data, compute ceilings)
+PRUNE_MARGIN = 0.5  # a trial running below (1 - this) x the best feasible images/s after a few measured steps is pruned
 
 #: Seconds before one speed trial is killed (setup, warm-up and measured steps together).
 TRIAL_TIMEOUT_S = 900.0

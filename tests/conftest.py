@@ -56,7 +56,8 @@ def small_study(demo_yaml, tmp_path_factory):
 
     The baseline is yolov5s at 128 px and every other trial yolov5n at 96 px. ``--quality all`` probes
     every signature whatever it measured, so the probe cache exists in every run: nothing here depends
-    on which config happens to measure faster.
+    on which config happens to measure faster (``--no-ablation``: whether an ablation runs would; its real test
+    is in tests/study/test_ablation.py).
     """
     work = tmp_path_factory.mktemp("small-study")
     url = f"sqlite:///{work}/small.db"
@@ -64,7 +65,8 @@ def small_study(demo_yaml, tmp_path_factory):
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
         "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
         "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
-        "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2", cwd=work, timeout=900,
+        "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2", "--no-ablation",
+        cwd=work, timeout=900,
 
     )
     assert done.returncode == 0, done.stderr

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from speedopt.cli import dashboard, demo_data, doctor, prepare, report, search, studies, transfer, trial, verify
+from speedopt.cli import ceilings, dashboard, demo_data, doctor, prepare, report, search, studies, transfer, trial, verify
 from speedopt.cli._options import Parser
 from speedopt.errors import UsageError
 from speedopt.version import __version__
 
-COMMANDS = (demo_data, doctor, prepare, trial, search, report, verify, dashboard, transfer, studies)
+COMMANDS = (demo_data, doctor, prepare, trial, ceilings, search, report, verify, dashboard, transfer, studies)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ from typing import NoReturn
 
 from speedopt import defaults
 from speedopt.engines import NAMES
+from speedopt.knobs import Knobs, parse_bool
 
 
 class Parser(argparse.ArgumentParser):
@@ -63,6 +64,26 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--yolov5-dir", default=None, metavar="PATH",
         help="with --engine yolov5: your clone of ultralytics/yolov5 (default: the yolov5 package, speedopt[yolov5])",
+    )
+
+
+def add_knobs(parser: argparse.ArgumentParser) -> None:
+    """--data and one config's knobs, each defaulting to the trainer's own default."""
+    parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
+    parser.add_argument("--model", default="yolov5s", help="yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml")
+    parser.add_argument("--imgsz", type=integer, default=640, help="train image size, multiple of 32 (default 640)")
+    parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
+    parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
+    parser.add_argument("--cache", default="none", choices=("none", "ram", "disk"), help="image cache (default none)")
+    parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
+    parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
+
+
+def knobs_of(args: argparse.Namespace) -> Knobs:
+    """The knobs given by :func:`add_knobs`' options."""
+    return Knobs(
+        model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
+        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze,
     )
 
 

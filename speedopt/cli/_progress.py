@@ -144,6 +144,18 @@ class PlainView(View):
     def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
         self._say(f"    {_repeat_text(result)}")
 
+    def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
+        self._say(
+            f"ablation: which change bought what: {'; '.join(changes)}, one at a time (the change that gains most "
+            f"first), then the path measured in {repeats} interleaved rounds"
+        )
+
+    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
+        self._say(f"  ablation {label} ({knobs_text(knobs)})")
+
+    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+        self._say(f"    {_repeat_text(result)}")
+
 
 def _repeat_text(result: TrialResult) -> str:
     if not result.ok:
@@ -199,6 +211,17 @@ class LiveView(PlainView):
     def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
         speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
         self.rows.append([f"{record.number} r{round_ + 1}", knobs_text(record.config), result.status.value, speed, "", "", "repeat"])
+        self.running = self.phase = ""
+
+    def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
+        self.rows.append(["", f"ablation: {'; '.join(changes)}, then the path in {repeats} rounds", "", "", "", "", ""])
+
+    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
+        self.running, self.phase = f"ablation {label} ({knobs_text(knobs)})", "setup"
+
+    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+        speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
+        self.rows.append(["", f"ablation {label}", result.status.value, speed, "", "", "ablation"])
         self.running = self.phase = ""
 
     def stop(self) -> None:

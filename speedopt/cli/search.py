@@ -75,6 +75,11 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--min-gain", type=fraction, default=defaults.MIN_GAIN, metavar="G",
         help=f"a speedup is claimed only when every round shows at least this gain: 0.05 or 5%% (default {100 * defaults.MIN_GAIN:.0f}%%)",
     )
+    finals.add_argument(
+        "--no-ablation", dest="ablate", action="store_false",
+        help="skip the ablation: after the finals, the path from the baseline to the recommendation, one changed knob at a "
+        "time (the change that gains most first), measured in the same interleaved rounds, says which change bought what",
+    )
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
     quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
     quality.add_argument(
@@ -88,6 +93,24 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quality.add_argument("--probe-fraction", type=float, default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
     quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
+    _add_extras(parser)
+    parser.set_defaults(run=resumable(run))
+
+    worker = sub.add_parser(
+        "worker",
+        help="join an existing study and run its trials (several workers can share one study)",
+        description="Join a study made by `speedopt search`: data, space, constraint, engine and steps come from the "
+        "study's attrs. Refuses a study made on a different kind of machine (GPU model or count, CPU model or core "
+        "count), since mixing machines in one study corrupts its numbers. Stops when the study holds its target "
+        "number of complete trials.",
+    )
+    add_storage(worker, required=True, what="the study's storage URL (e.g. postgresql://user@host/db)")
+    add_study(worker, required=True)
+    worker.set_defaults(run=resumable(run_worker))
+
+
+def _add_extras(parser: argparse.ArgumentParser) -> None:
+    """Where a search starts from and what it does at its end: warm start, prepared copies, report, verify, ceilings."""
     parser.add_argument(
         "--warm-start", default=None, metavar="SOURCE",
         help="start from another study: a storage URL or an exported .db/.log file, optionally ::STUDY; its best "
@@ -109,19 +132,18 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compare its epoch time with the prediction; the report gets a Verified section",
     )
     parser.add_argument("--verify-epochs", type=integer, default=2, metavar="E", help="epochs of that run (default 2)")
-    parser.set_defaults(run=resumable(run))
-
-    worker = sub.add_parser(
-        "worker",
-        help="join an existing study and run its trials (several workers can share one study)",
-        description="Join a study made by `speedopt search`: data, space, constraint, engine and steps come from the "
-        "study's attrs. Refuses a study made on a different kind of machine (GPU model or count, CPU model or core "
-        "count), since mixing machines in one study corrupts its numbers. Stops when the study holds its target "
-        "number of complete trials.",
+    parser.add_argument(
+        "--prune-margin", type=fraction, default=defaults.PRUNE_MARGIN, metavar="M",
+        help="stop a trial part-way (Optuna pruning) once, after at least half its --steps, its running images/s is below "
+        f"(1 - M) x the best feasible trial's (default {100 * defaults.PRUNE_MARGIN:.0f}%%: wider than this machine's noise); 0: never",
     )
-    add_storage(worker, required=True, what="the study's storage URL (e.g. postgresql://user@host/db)")
-    add_study(worker, required=True)
-    worker.set_defaults(run=resumable(run_worker))
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--stop-at-ceiling", type=fraction, default=defaults.STOP_AT_CEILING, metavar="SHARE",
+        help="stop sampling once the best config reaches this share of min(data ceiling, compute ceiling): 0.95 or 95%% "
+        f"(default {100 * defaults.STOP_AT_CEILING:.0f}%%); nothing is left to gain from these knobs there (see `speedopt ceilings`)",
+    )
+    stop.add_argument("--no-stop-at-ceiling", dest="stop_at_ceiling", action="store_const", const=0.0, help="never stop at the ceiling")
 
 
 INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
@@ -145,11 +167,12 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
     return SearchConfig(
         data=args.data, trials=args.trials, timeout_s=args.timeout, storage=args.storage, study=args.study,
         space_file=args.space, fix=tuple(args.fix), baseline=args.baseline, steps=args.steps, warmup=args.warmup,
-        max_steps=args.max_steps, finalists=args.finalists, repeats=args.repeats, min_gain=args.min_gain,
+        max_steps=args.max_steps, finalists=args.finalists, repeats=args.repeats, min_gain=args.min_gain, ablate=args.ablate,
         seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
+        stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin,
     )
 
 

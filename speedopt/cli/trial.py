@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 from typing import Any
@@ -10,9 +11,8 @@ from typing import Any
 from rich.console import Console
 
 import speedopt
-from speedopt.cli._options import add_measurement, integer
+from speedopt.cli._options import add_knobs, add_measurement, integer, knobs_of
 from speedopt.cli._render import trial_table
-from speedopt.knobs import Knobs, parse_bool
 from speedopt.measure import phase_text
 
 NAME = "trial"
@@ -31,14 +31,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "folder that is removed.",
         epilog=EXIT,
     )
-    parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
-    parser.add_argument("--model", default="yolov5s", help="yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml")
-    parser.add_argument("--imgsz", type=integer, default=640, help="train image size, multiple of 32 (default 640)")
-    parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
-    parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
-    parser.add_argument("--cache", default="none", choices=("none", "ram", "disk"), help="image cache (default none)")
-    parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
-    parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
+    add_knobs(parser)
     parser.add_argument(
         "--gpus", type=integer, default=1,
         help="DDP processes under torch.distributed.run, on the first N GPUs of --device (default 1); --batch is the "
@@ -74,10 +67,7 @@ def _interrupt_on_sigterm() -> None:
 def run(args: argparse.Namespace) -> int:
     _interrupt_on_sigterm()
     err = Console(stderr=True)
-    knobs = Knobs(
-        model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
-        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze, gpus=args.gpus,
-    )
+    knobs = dataclasses.replace(knobs_of(args), gpus=args.gpus)
     options: dict[str, Any] = dict(
         device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir, steps=args.steps, warmup=args.warmup,
         max_steps=args.max_steps,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from speedopt.engines._base import (
+    MODES,
     Clock,
     Engine,
     EngineReport,
@@ -45,6 +46,7 @@ def get(name: str, yolov5_dir: str | None = None) -> Engine:
 
 
 __all__ = [
+    "MODES",
     "Clock",
     "Engine",
     "EngineReport",

@@ -95,6 +95,7 @@ class TrainRun:
     seed: int = 0
     train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (listed once, by the parent)
     label_caches: tuple[SplitLabels, ...] = ()  # full-split caches built for this data.yaml (see the module docstring)
+    mode: str = "train"  # one of MODES: a training trial, or one of the two ceilings (see Engine.train)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,12 @@ class ProbeScores:
     images: int  # training images the probe used
 
 
+#: What a TrainRun measures: ``train`` the trainer's real steps; ``data`` its training dataloader alone (the
+#: data ceiling: batches as fast as the loader yields them, no model step); ``compute`` its steps on one
+#: batch taken once and kept on the device (the compute ceiling: forward, backward, optimizer, no loader).
+MODES = ("train", "data", "compute")
+
+
 class Engine(abc.ABC):
     """A trainer adapter. Subclasses implement :meth:`version` and :meth:`train`; the rest are optional hooks."""
 
@@ -146,6 +153,7 @@ class Engine(abc.ABC):
     prefetch_batches: ClassVar[int] = 2  # batches each dataloader worker holds ready (torch's prefetch_factor)
     ddp_devices: ClassVar[tuple[str, ...]] = ()  # where train() runs as a DDP rank under torch.distributed.run: "cuda", "cpu"
     trains_yolov5: ClassVar[bool] = True  # False for a stand-in: its study prints no training command
+    supports_ceilings: ClassVar[bool] = False  # train() honours TrainRun.mode "data" and "compute" (the ceilings)
 
     @abc.abstractmethod
     def version(self) -> str | None:
@@ -195,4 +203,8 @@ class Engine(abc.ABC):
         Must call ``clock.batch_start()`` when a batch has arrived and ``clock.batch_end(n)`` after its
         step, with the device synchronised. Raise TrialRejected when the trainer would not run the
         knobs as asked (a silently reduced batch, a dropped cache).
+
+        With ``supports_ceilings``, ``run.mode`` picks what is clocked, on the trainer as set up for
+        training: ``data`` its train loader drained with no model step (:func:`~speedopt.engines._common.drain`),
+        ``compute`` its own steps on one batch kept on the device (:class:`~speedopt.engines._common.SameBatch`).
         """

@@ -153,3 +153,51 @@ def ddp_rank() -> tuple[int, int]:
         return int(os.environ.get("RANK", "0")), max(1, int(os.environ.get("WORLD_SIZE", "1")))
     except ValueError:
         return 0, 1
+
+
+def drain(loader: Iterable[Any], clock: Any, count: Callable[[Any], int]) -> None:
+    """The data ceiling: take the trainer's own train loader's batches as fast as it yields them (no model
+    step; pass after pass, as epochs would) until ``clock`` ends it; ``count`` gives a batch's images."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            clock.batch_start()
+            clock.batch_end(count(batch))
+        if empty:
+            raise RuntimeError("the train loader yielded no batch")
+
+
+class SameBatch:
+    """The compute ceiling's loader: the trainer's first batch, taken once and moved to the device with
+    ``move``, yielded as many times per pass as the real loader would yield batches. Everything else
+    (``len``, ``sampler``, ``dataset``, ``reset``, ``close``) is the real loader's. A dict batch is
+    yielded as a shallow copy: trainers replace its entries (Ultralytics divides ``img`` by 255)."""
+
+    def __init__(self, loader: Any, move: Callable[[Any], Any]):
+        self._loader, self._move = loader, move
+        self._batch: Any = None
+
+    def __iter__(self) -> Any:
+        if self._batch is None:
+            self._batch = self._move(next(iter(self._loader)))
+        for _ in range(len(self._loader)):
+            yield dict(self._batch) if isinstance(self._batch, dict) else self._batch
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def to_device(batch: Any, device: Any) -> Any:
+    """``batch`` (a dict, tuple or list of tensors and other things) with every tensor on ``device``."""
+    import torch
+
+    def move(value: Any) -> Any:
+        return value.to(device) if isinstance(value, torch.Tensor) else value
+
+    if isinstance(batch, dict):
+        return {k: move(v) for k, v in batch.items()}
+    return type(batch)(move(v) for v in batch) if isinstance(batch, (tuple, list)) else move(batch)

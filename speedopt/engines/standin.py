@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from speedopt.engines._base import Clock, Engine, EngineReport, TrainRun
-from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, images_read, workers_note
+from speedopt.engines._common import PG_TIMEOUT_ENV, SameBatch, ddp_rank, drain, images_read, to_device, workers_note
 from speedopt.knobs import MODEL_SCALES
 from speedopt.status import TrialFinished
 
@@ -30,6 +30,7 @@ class StandinEngine(Engine):
     name = "standin"
     ddp_devices = ("cuda", "cpu")
     trains_yolov5 = False
+    supports_ceilings = True
 
     def version(self) -> str | None:
         from speedopt.version import __version__
@@ -52,12 +53,15 @@ class StandinEngine(Engine):
         if world > 1:
             model = nn.parallel.DistributedDataParallel(model)  # all-reduces the gradients in each backward pass
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        batches: Any = SameBatch(loader, lambda batch: to_device(batch, device)) if run.mode == "compute" else loader
         try:
+            if run.mode == "data":
+                drain(loader, clock, lambda batch: int(batch[0].shape[0]))
             for epoch in range(max(1, run.epochs)):  # the clock ends training (TrialFinished) long before the last epoch
                 set_epoch = getattr(loader.sampler, "set_epoch", None)
                 if set_epoch is not None:  # DistributedSampler: a new shuffle each epoch
                     set_epoch(epoch)
-                for images, targets in loader:
+                for images, targets in batches:
                     clock.batch_start()
                     images, targets = images.to(device), targets.to(device)
                     optimizer.zero_grad(set_to_none=True)

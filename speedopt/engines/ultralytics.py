@@ -40,7 +40,9 @@ from typing import Any
 from speedopt.data import resolution_env, write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
+    SameBatch,
     built_cache,
+    drain,
     frozen_prefix,
     images_read,
     model_argument,
@@ -48,6 +50,7 @@ from speedopt.engines._common import (
     subset_entries,
     sync,
     timed,
+    to_device,
     workers_note,
 )
 from speedopt.knobs import MODEL_SCALES, Knobs
@@ -171,6 +174,7 @@ class UltralyticsEngine(Engine):
     supports_probe = True
     supports_validation_timing = True
     supports_label_cache = True
+    supports_ceilings = True
     ddp_devices = ("cuda",)  # device=0,1 under torch.distributed.run: the trainer sets DDP up itself (NCCL)
     prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
 
@@ -269,6 +273,7 @@ class UltralyticsEngine(Engine):
                     "its disk check found an image folder not writable, or too little free disk"
                 )
                 raise TrialRejected(Status.INFEASIBLE, f"cache={knobs.cache} does not fit here: the trainer dropped it ({why})")
+            _ceiling_mode(trainer, run.mode, clock)
 
         def batch_start(trainer: Any) -> None:
             if trainer.batch_size != knobs.batch:
@@ -308,6 +313,15 @@ class UltralyticsEngine(Engine):
             label_scan_s=float(sum(scans)),
             **_images_read(seen),
         )
+
+
+def _ceiling_mode(trainer: Any, mode: str, clock: Clock) -> None:
+    """After the trainer's set-up: drain its train loader (``data``: returns only through the clock's
+    TrialFinished), or hand its loop one batch kept on the device (``compute``); ``train``: nothing."""
+    if mode == "data":
+        drain(trainer.train_loader, clock, lambda batch: int(batch["img"].shape[0]))
+    elif mode == "compute":
+        trainer.train_loader = SameBatch(trainer.train_loader, lambda batch: to_device(batch, trainer.device))
 
 
 def _trainer_data(data_yaml: str, workdir: Path) -> str:

@@ -64,14 +64,17 @@ from speedopt.command import train_py_args
 from speedopt.data import load, write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
+    SameBatch,
     built_split,
     ddp_rank,
+    drain,
     frozen_prefix,
     images_read,
     package_version,
     subset_entries,
     sync,
     timed,
+    to_device,
     trainer_paths,
     workers_note,
 )
@@ -144,6 +147,7 @@ class Yolov5Engine(Engine):
     supports_probe = True
     supports_validation_timing = True
     supports_label_cache = True
+    supports_ceilings = True
     ddp_devices = ("cuda",)  # train.py main() sets DDP up under torch.distributed.run (NCCL)
 
     def __init__(self, yolov5_dir: str | None = None):
@@ -308,7 +312,7 @@ class Yolov5Engine(Engine):
 
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         knobs = run.knobs
-        seen: dict[str, Any] = {}
+        seen: dict[str, Any] = {"mode": run.mode, "device": run.device}
         module = self._patched(seen)
         rank, world = ddp_rank()  # under DDP each rank's loader takes batch // WORLD_SIZE (train.py)
 
@@ -325,6 +329,9 @@ class Yolov5Engine(Engine):
                 raise TrialRejected(
                     Status.INFEASIBLE, "cache=ram does not fit here: train.py dropped it (its RAM check found too little free RAM)"
                 )
+            if run.mode == "data":  # the data ceiling: train.py's own train loader, drained; no model step
+                seen["as_run"] = _loader_knobs(knobs, loader, dataset)
+                drain(loader, clock, lambda batch: int(batch[0].shape[0]))
 
         def batch_start() -> None:
             clock.batch_start()
@@ -441,6 +448,8 @@ def _patch_module(module: Any, seen: dict[str, Any]) -> None:
         seen.setdefault("loaders", []).append(loader)
         if kwargs.get("augment") and "loader" not in seen:  # the train loader (validation's has no augment)
             seen["loader"], seen["dataset"] = loader, dataset
+            if seen.get("mode") == "compute":  # the compute ceiling: train.py's loop gets one batch, kept on the device
+                return SameBatch(loader, lambda batch: to_device(batch, _torch_device(seen["device"]))), dataset
         elif not kwargs.get("augment"):
             seen.setdefault("val_dataset", dataset)
         return loader, dataset
@@ -504,13 +513,26 @@ def _seed_subset_cache(subset: Path, full: SplitLabels, dataloaders: Any) -> boo
     return True
 
 
+def _torch_device(device: str) -> Any:
+    """train.py's device for ``--device``: the CPU, or the first GPU listed (a ceiling runs on one)."""
+    import torch
+
+    return torch.device("cpu") if device == "cpu" else torch.device("cuda", int(device.split(",")[0]))
+
+
 def _knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool) -> Knobs:
     """Every knob read back from the running trainer: loader, dataset and the model as it trains."""
     model = getattr(model, "module", model)  # DataParallel / DDP
-    freeze = frozen_prefix(model.named_parameters())
     name = asked.model
     if asked.model in MODEL_SCALES:
         name = Path(getattr(model, "yaml_file", "") or asked.model).stem
+    return dataclasses.replace(
+        _loader_knobs(asked, loader, dataset), model=name, amp=bool(amp), freeze=frozen_prefix(model.named_parameters())
+    )
+
+
+def _loader_knobs(asked: Knobs, loader: Any, dataset: Any) -> Knobs:
+    """The data knobs read back from train.py's train loader and dataset (the model's as asked)."""
     if all(im is not None for im in dataset.ims):
         cache = "ram"
     elif asked.cache == "disk" and all(Path(f).exists() for f in dataset.npy_files):
@@ -518,12 +540,12 @@ def _knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool
     else:
         cache = "none"
     return Knobs(
-        model=name,
+        model=asked.model,
         imgsz=int(dataset.img_size),
         batch=int(loader.batch_size),
         workers=int(loader.num_workers),
         cache=cache,
-        amp=bool(amp),
-        freeze=freeze,
+        amp=asked.amp,
+        freeze=asked.freeze,
         data=asked.data,  # which data.yaml train.py got; images_read() reports what it read
     )

@@ -6,6 +6,8 @@
 builds the trainer's label caches once per study, so trials take their labels from them.
 """
 
+from speedopt.measure._ceilings import ATTR as CEILINGS_ATTR
+from speedopt.measure._ceilings import Ceiling, Ceilings, ceiling_knobs, key_of, measure_ceilings, stored_ceilings
 from speedopt.measure._checks import (
     adjust_to_device,
     check_gpus,
@@ -32,6 +34,13 @@ from speedopt.measure._runner import Progress, phase_text, run_job
 from speedopt.measure._telemetry import Sampler
 
 __all__ = [
+    "CEILINGS_ATTR",
+    "Ceiling",
+    "Ceilings",
+    "ceiling_knobs",
+    "key_of",
+    "measure_ceilings",
+    "stored_ceilings",
     "Job",
     "JobOutcome",
     "LABELS_ATTR",

@@ -58,14 +58,15 @@ def checkout_path(yolov5_dir: str | None) -> str | None:
 
 
 def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, dict[str, str]]:
-    """The knobs as they can run on ``device`` with this trainer, and a note per knob it set.
+    """The knobs as they can run on ``device`` with this trainer, and a note per knob it changed.
 
     Knobs the trainer has no switch for take the value it always runs; AMP needs CUDA.
     """
     notes = {}
     for knob, (value, why) in engine.fixed_knobs(device).items():
-        knobs = dataclasses.replace(knobs, **{knob: value})
-        notes[knob] = f"{knob}={value_text(value)}: {why}"
+        if getattr(knobs, knob) != value:  # asked at the value it runs: nothing to say
+            knobs = dataclasses.replace(knobs, **{knob: value})
+            notes[knob] = f"{knob}={value_text(value)}: {why}"
     if knobs.amp and device == "cpu":
         knobs = dataclasses.replace(knobs, amp=False)
         notes["amp"] = "amp=off: AMP needs CUDA and this runs on the CPU"

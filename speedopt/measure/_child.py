@@ -83,14 +83,18 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     """Train through the engine with telemetry running; the figures of a TrialResult."""
     gpu = _gpu_index(job.device)
     sampler = Sampler(gpu_index=gpu).start()
-    clock = StepClock(
-        job.warmup, job.steps, progress=lambda phase, done, of: publish(phase=phase, done=done, of=of),
-        max_steps=job.max_steps, queued=job.queued,
-    )
+    clocks: list[StepClock] = []
+
+    def tell(phase: str, done: int, of: int) -> None:  # with the running images/s once steps are measured
+        rate = clocks[0].running() if clocks and phase == "measure" else None
+        publish(phase=phase, done=done, of=of, **({"rate": rate} if rate else {}))
+
+    clock = StepClock(job.warmup, job.steps, progress=tell, max_steps=job.max_steps, queued=job.queued)
+    clocks.append(clock)
     started = time.perf_counter()
     run = TrainRun(
         job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed,
-        train_subset=job.train_subset, label_caches=job.label_caches,
+        train_subset=job.train_subset, label_caches=job.label_caches, mode=job.mode,
     )
     try:
         report = engine.train(run, clock)

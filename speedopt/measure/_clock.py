@@ -173,6 +173,11 @@ class StepClock:
         if self._progress:
             self._progress(phase, done, of)
 
+    def running(self) -> float | None:
+        """Images/s over the steps measured so far (None before the first): what a pruner may judge mid-trial."""
+        total = sum(self._intervals)
+        return sum(self._images) / total if total > 0 else None
+
     @property
     def window(self) -> tuple[float, float] | None:
         """(start, end) of the measured window, once at least one step was measured."""

@@ -55,6 +55,7 @@ class TrialRequest:
     infeasible: str | None = None  # reason, when the request must not run at all
     train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (the child lists nothing)
     label_caches: tuple[SplitLabels, ...] = ()  # the full splits' label caches the study built for data_yaml
+    mode: str = "train"  # what is clocked: the trainer's steps, or one of its ceilings (speedopt.engines.MODES)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

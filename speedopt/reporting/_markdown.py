@@ -17,8 +17,10 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, knobs_text, value_text
 from speedopt.measure import ValidationTime
 from speedopt.quality import Feasibility
+from speedopt.reporting import _ablation as ablation
 from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
+from speedopt.reporting._ceilings import ceilings_section
 from speedopt.reporting._filename import report_files
 from speedopt.reporting._gather import rows, trial_table, write_csv
 from speedopt.reporting._images import copies_section, images_for, prepare_gain
@@ -392,11 +394,12 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
-    md += _finals(result) + _projection(epochs, pb, pr, val_notes, certain)
+    md += _finals(result) + ablation.section(study, result, files.figures, files.link) + _projection(epochs, pb, pr, val_notes, certain)
     md += overhead_advice(pr or pb, p.engine == "yolov5", logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
+    md += ceilings_section(study, result)
     md += _trials(table, base) + scaling_section(done) + memory_section(done) + _ended_early(result)
     md += _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     for title, fig in figs:

@@ -5,6 +5,10 @@ what the storage keeps); :func:`run` optimises; :func:`outcome` and :func:`best_
 result. Storage, warm start from another machine's study, and export/import live here too.
 """
 
+from speedopt.study._ablation import Ablation
+from speedopt.study._ablation import stored as stored_ablation
+from speedopt.study._ceilings import FOR_ATTR as CEILINGS_FOR_ATTR
+from speedopt.study._ceilings import of_config as ceilings_of_config
 from speedopt.study._config import SearchConfig
 from speedopt.study._copies import DataCopy, find_copies, make_copies
 from speedopt.study._finals import Finals, Repeat, finalists
@@ -30,7 +34,10 @@ from speedopt.study._transfer import export, import_study, split_source
 from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
+    "CEILINGS_FOR_ATTR",
+    "ceilings_of_config",
     "OBJECTIVE",
+    "Ablation",
     "DataCopy",
     "Domain",
     "FailedTrial",
@@ -78,6 +85,7 @@ __all__ = [
     "retry_callback",
     "run",
     "split_source",
+    "stored_ablation",
     "storage_errors",
     "study_names",
     "suggest",

@@ -25,6 +25,7 @@ class SearchConfig:
     finalists: int = defaults.FINALISTS  # configs re-measured against the baseline after the search
     repeats: int = defaults.REPEATS  # interleaved rounds of that (0: no finals, no speedup claimed)
     min_gain: float = defaults.MIN_GAIN  # a claim needs every round at least this much faster (0.05: 5%)
+    ablate: bool = True  # after the finals: which change bought what (the path to the recommendation measured)
 
     seed: int = defaults.SEED
     device: str | None = None
@@ -40,3 +41,5 @@ class SearchConfig:
     probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
     prepare: str | None = None  # jpg | png | npy: make the data knob's resized copies first (speedopt prepare)
+    prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best; 0: never
+    stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop when the best config reaches this share of min(its ceilings); 0: never

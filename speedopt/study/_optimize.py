@@ -23,16 +23,18 @@ from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
+from speedopt.measure import LABELS_ATTR, Ceilings, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
 from speedopt.quality import Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
+from speedopt.study import _ablation as ablation_mod
+from speedopt.study import _ceilings as ceilings_mod
 from speedopt.study import _finals as finals_mod
 from speedopt.study import _memory as memory_mod
 from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
 from speedopt.study._protocol import OBJECTIVE
-from speedopt.study._record import TrialRecord, best_trial, records
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
 from speedopt.study._recovery import awaited, recover_interrupted, recover_stale, retry_interrupted, worker_id
 from speedopt.study._space import Space
 from speedopt.study._storage import (
@@ -49,6 +51,7 @@ from speedopt.study._storage import (
 if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
 
 
 class View(abc.ABC):  # noqa: B024 - every hook is optional
@@ -77,6 +80,15 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
 
     def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
         """A repeat measurement ended."""
+
+    def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
+        """The ablation begins: these changes (``workers 8 -> 2``) ordered, then the path in ``repeats`` rounds."""
+
+    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
+        """An ablation measurement begins (``label``: an ordering candidate, or a round's config on the path)."""
+
+    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+        """An ablation measurement ended."""
 
     def stop(self) -> None:
         """The search is over (normally or not)."""
@@ -167,13 +179,37 @@ def _prepare(plan: SearchPlan, knobs: Knobs, inputs: _Inputs) -> TrialRequest | 
         return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
 
 
-def _measure(plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: _Inputs) -> TrialResult:
+def _measure(
+    plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: _Inputs, trial: optuna.Trial | None = None
+) -> TrialResult:
+    """Measure ``request``; with ``trial``, its running images/s goes to Optuna's pruner as it comes, and a
+    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone)."""
     if isinstance(request, TrialResult):
         return request
+    progress = view.trial_progress if trial is None else _reporting(trial, plan, view.trial_progress)
     return run_trial(
-        request, progress=view.trial_progress, on_wait=view.waiting, owner=plan.study_name,
-        dataset=inputs.listing(request.data_yaml),
+        request, progress=progress, on_wait=view.waiting, owner=plan.study_name, dataset=inputs.listing(request.data_yaml),
     )
+
+
+def _reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that also reports each measured step's running images/s and prunes when Optuna says so."""
+    import optuna
+
+    from speedopt.study._pruner import pruned_text
+
+    def progress(update: dict[str, Any]) -> None:
+        show(update)
+        rate, step = update.get("rate"), update.get("done")
+        if update.get("phase") != "measure" or not rate or not isinstance(step, int):
+            return
+        trial.report(float(rate), step)
+        if trial.should_prune():
+            why = pruned_text(float(rate), step, trial.study, plan.protocol.prune_margin)
+            trial.set_user_attr("pruned", why)
+            raise optuna.TrialPruned(why)
+
+    return progress
 
 
 def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | TrialResult) -> int | None:
@@ -216,7 +252,11 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
             request, prediction = memory_mod.predicted(
                 trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.waiting
             )
-        result = memory_mod.record(_measure(plan, request, view, inputs), prediction)
+        try:
+            result = memory_mod.record(_measure(plan, request, view, inputs, None if baseline else trial), prediction)
+        except optuna.TrialPruned as exc:
+            view.waiting(f"trial {trial.number}: {exc}")
+            raise
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
         for key, value in stored.items():
@@ -233,6 +273,37 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
         return float(result.images_per_s or 0.0) if result.ok else 0.0
 
     return objective
+
+
+def _ceilings_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: _Inputs) -> Ceilings | None:
+    """The ceilings of ``knobs`` (as run), found in the study or measured now (None: the engine has none, or
+    a multi-GPU config: ceilings are measured on one GPU)."""
+    p = plan.protocol
+    if knobs.gpus > 1 or not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings:
+        return None
+    return ceilings_mod.measure(
+        study, knobs, lambda asked: _prepare(plan, asked, inputs), lambda request: _measure(plan, request, view, inputs)
+    )
+
+
+def _stop_at_ceiling(plan: SearchPlan, view: View, inputs: _Inputs) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """An Optuna callback (after each trial is stored): when the trial just finished is the best feasible one,
+    stop the study once it reaches 95% of min(its ceilings) (``--stop-at-ceiling``)."""
+
+    def check(study: optuna.Study, trial: FrozenTrial) -> None:
+        best = best_trial(records(study))
+        if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
+            return
+        view.waiting(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
+        found = _ceilings_of(plan, study, best.config, view, inputs)
+        why = None if found is None else ceilings_mod.reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling)
+        if found is not None:
+            view.waiting("; ".join(found.lines(best.images_per_s)))
+        if why:
+            study.set_user_attr("stopped", why)
+            study.stop()
+
+    return check
 
 
 def _guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable[[optuna.Trial], float]:
@@ -257,16 +328,25 @@ def _sampler(plan: SearchPlan) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
 
 
+def _pruner(plan: SearchPlan) -> optuna.pruners.BasePruner:
+    """Prune a trial clearly slower than the best, part-way through its window (:mod:`speedopt.study._pruner`)."""
+    from speedopt.study._pruner import BestMargin
+
+    return BestMargin(plan.protocol.prune_margin, max(3, plan.protocol.steps // 2))
+
+
 def _create_or_load(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, bool]:
     """The study, and whether this process created it (two searches started at once: one creates, one joins)."""
     import optuna
 
     if not plan.create or plan.study_name in study_names(storage):
-        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan)), False
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=_pruner(plan)), False
     try:
-        study = optuna.create_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), direction="maximize")
+        study = optuna.create_study(
+            study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=_pruner(plan), direction="maximize"
+        )
     except optuna.exceptions.DuplicatedStudyError:  # another process created it a moment ago
-        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan)), False
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=_pruner(plan)), False
     return study, True
 
 
@@ -383,9 +463,11 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
             )
             objective = interrupts.guard(_guarded(_objective(plan, view, judge, inputs), p.trials))
             with interrupts.quiet():
-                _fill(study, storage, objective, plan, view)
+                _fill(study, storage, objective, plan, view, _stop_at_ceiling(plan, view, inputs))
             if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
                 _finals(plan, study, view, inputs)
+                _ablation(plan, study, view, inputs)
+                _ends_ceilings(plan, study, view, inputs)
             elif plan.create and _full(study, p.trials):
                 view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
         except KeyboardInterrupt:
@@ -402,8 +484,12 @@ def _longest_s(plan: SearchPlan) -> float:
     return p.trial_timeout_s + (3 * p.quality.timeout_s if p.quality.probing else 0.0) + 2 * GRACE_S
 
 
-def _fill(study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna.Trial], float], plan: SearchPlan, view: View) -> None:
-    """Run trials until the study holds its target, waiting out other workers' trials that may still be retried."""
+def _fill(
+    study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna.Trial], float], plan: SearchPlan, view: View,
+    after_trial: Callable[[optuna.Study, FrozenTrial], None] = lambda study, trial: None,
+) -> None:
+    """Run trials until the study holds its target, waiting out other workers' trials that may still be retried;
+    ``after_trial`` runs after each trial is stored (an Optuna callback)."""
     import optuna
     from optuna.trial import TrialState
 
@@ -420,7 +506,7 @@ def _fill(study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna
             study.optimize(
                 objective,
                 timeout=left,
-                callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))],
+                callbacks=[optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING)), after_trial],
                 gc_after_trial=False,
             )
         if _complete(study) >= target or study.user_attrs.get("stopped"):
@@ -442,10 +528,44 @@ def _fill(study: optuna.Study, storage: BaseStorage, objective: Callable[[optuna
             view.waiting(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
 
 
+def _ends_ceilings(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
+    """The ceilings of the baseline's and the recommended config, for the report (found, or measured now)."""
+    done = records(study)
+    base = baseline_trial(done)
+    finals = finals_mod.stored(study)
+    choice = finals.decision().choice if finals is not None and finals.complete else None
+    pick = next((r for r in done if r.number == choice), None) if choice is not None else best_trial(done)
+    ends = {r.number: r for r in (base, pick) if r is not None and r.result.ok}
+    if not ends:
+        return
+    view.waiting("the data and compute ceilings of the baseline and the recommendation (found, or measured now)")
+    for record in ends.values():
+        _ceilings_of(plan, study, record.config, view, inputs)
+    ceilings_mod.record_ends(study, base.number if base else None, pick.number if pick else None)
+
+
 def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
     """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.study._finals`)."""
     p = plan.protocol
     finals_mod.run(
         study, records(study), p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs, inputs), view, inputs),
         p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
+    )
+
+
+def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
+    """Measure which change bought what on the path to the recommendation (see :mod:`speedopt.study._ablation`)."""
+    p = plan.protocol
+    if study.user_attrs.get("ablate", True) != p.ablate:  # this run's choice, for the report
+        study.set_user_attr("ablate", p.ablate)
+    if not p.ablate:
+        return
+
+    def unrunnable(knobs: Knobs) -> str | None:
+        request = _prepare(plan, knobs, inputs)
+        return request.message if isinstance(request, TrialResult) else request.infeasible
+
+    ablation_mod.run(
+        study, records(study), finals_mod.stored(study), lambda knobs: _measure(plan, _prepare(plan, knobs, inputs), view, inputs),
+        unrunnable, p.min_gain, begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
     )

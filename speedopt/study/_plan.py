@@ -71,6 +71,10 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         positive(config.timeout_s, "--timeout", "seconds")
     check_lock()  # a planted link or someone else's lock folder: one line now, not at the first trial
     check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
+    if not 0.0 <= config.prune_margin < 1.0:
+        raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
+    if not 0.0 <= config.stop_at_ceiling <= 1.0:
+        raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
     if config.finalists < 1:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
     if config.repeats < 0 or config.repeats == 1:
@@ -119,11 +123,14 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         finalists=config.finalists,
         repeats=config.repeats,
         min_gain=config.min_gain,
+        ablate=config.ablate,
         trial_timeout_s=config.trial_timeout_s,
         ram_limit_bytes=ram_limit,
         seed=config.seed,
         warm_start=warm,
         copies=data.copies,
+        stop_at_ceiling=config.stop_at_ceiling,
+        prune_margin=config.prune_margin,
     )
     return SearchPlan(
         storage_url=config.storage or defaults.STORAGE_URL,

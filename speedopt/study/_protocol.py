@@ -52,6 +52,7 @@ class StudyProtocol:
     finalists: int = defaults.FINALISTS
     repeats: int = defaults.REPEATS
     min_gain: float = defaults.MIN_GAIN
+    ablate: bool = True  # measure the path to the recommendation after the finals (a study without it: on)
 
     epochs: int = defaults.EPOCHS
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
@@ -61,6 +62,8 @@ class StudyProtocol:
     speedopt_version: str = __version__
     objective: str = OBJECTIVE
     copies: tuple[DataCopy, ...] = ()  # the prepared copies data=resized trains on, one per imgsz
+    prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best feasible; 0: never
+    stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop sampling once the best config reaches this share of min(its ceilings); 0: never
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""

@@ -1,0 +1,169 @@
+"""The two ceilings of a config: what its data pipeline alone delivers, what its model alone computes.
+
+A trial's images/s cannot beat either: the **data ceiling** is the trainer's own train loader (same
+workers, cache, imgsz, batch, augmentation, data) drained with no model step; the **compute ceiling**
+is the trainer's own steps (forward, backward, optimizer; same model, imgsz, batch, AMP, freeze) on
+one batch taken once and kept on the device, no loader. Each is one short job of the real trainer,
+set up as for training, through the one job runner (``TrialRequest.mode``; see
+:data:`speedopt.engines.MODES`), on one GPU.
+
+They are separable: a data ceiling depends only on :data:`DATA_KNOBS`, a compute ceiling only on
+:data:`COMPUTE_KNOBS`. :func:`ceiling_knobs` sets the other knobs to cheap neutral values (the
+smallest model for a data ceiling; no workers and no cache for a compute ceiling), so one
+measurement serves every config with the same :func:`key_of`, and a study keeps them by key
+(:data:`ATTR`). min(data, compute) bounds the config; the lower one binds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.measure._request import TrialRequest
+from speedopt.measure._result import TrialResult
+
+ATTR = "ceilings"  # the study user attr: {"data|<key>" or "compute|<key>": Ceiling.to_dict()}
+KINDS = ("data", "compute")
+DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
+COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
+_WHAT = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
+
+Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
+Measure = Callable[[TrialRequest], TrialResult]
+
+
+def key_of(kind: str, knobs: Knobs) -> str:
+    """The knobs a ``kind`` ceiling depends on, as text: ``workers=2 cache=ram imgsz=320 batch=16 data=original``."""
+    names = DATA_KNOBS if kind == "data" else COMPUTE_KNOBS
+    values = knobs.to_dict()
+    return " ".join(f"{n}={values[n]}" for n in names)
+
+
+def ceiling_knobs(kind: str, knobs: Knobs) -> Knobs:
+    """``knobs`` for a ``kind`` ceiling job: the knobs it does not depend on set to cheap neutral values, one GPU."""
+    if kind == "data":
+        model = MODEL_SCALES[0] if knobs.model in MODEL_SCALES else knobs.model  # the loader is the same for every scale
+        return dataclasses.replace(knobs, model=model, freeze=0, gpus=1)
+    return dataclasses.replace(knobs, workers=0, cache="none", data="original", gpus=1)
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One measured ceiling: images/s of the loader alone (``data``) or of the model alone (``compute``)."""
+
+    kind: str
+    key: str
+    status: str  # the job's closed status (ok, oom, timeout, infeasible, error)
+    message: str
+    images_per_s: float | None = None
+    ci_rel: float | None = None  # the 90% CI half-width of its mean step time, relative
+    steps: int | None = None
+    wall_s: float | None = None  # the job's wall time (set-up included)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.images_per_s is not None
+
+    def text(self) -> str:
+        """``data ceiling 45.1 images/s (+/-3.2%, 20 steps; the train loader alone ...)``, or why it is missing."""
+        if not self.ok:
+            return f"{self.kind} ceiling not measured ({self.status}: {self.message})"
+        ci = f"+/-{100 * self.ci_rel:.1f}%, " if self.ci_rel is not None and self.ci_rel < 10 else ""
+        return f"{self.kind} ceiling {self.images_per_s:.1f} images/s ({ci}{self.steps} steps; {_WHAT[self.kind]}: {self.key})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ceiling:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def of(cls, kind: str, result: TrialResult) -> Ceiling:
+        """The ceiling a job measured, keyed by the knobs it ran (read back from the trainer)."""
+        return cls(
+            kind, key_of(kind, result.config), result.status.value, result.message,
+            result.images_per_s if result.ok else None, result.ci_rel, result.steps, result.wall_s,
+        )
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """A config's two ceilings (None: not measured)."""
+
+    data: Ceiling | None = None
+    compute: Ceiling | None = None
+
+    @property
+    def bound(self) -> float | None:
+        """min(data, compute) images/s; None unless both were measured ok."""
+        if self.data is None or self.compute is None or not (self.data.ok and self.compute.ok):
+            return None
+        return min(self.data.images_per_s or 0.0, self.compute.images_per_s or 0.0)
+
+    @property
+    def binding(self) -> str | None:
+        """``data`` or ``compute``: the lower ceiling, which bounds the config (None without both)."""
+        if self.bound is None:
+            return None
+        assert self.data is not None and self.compute is not None
+        return "data" if (self.data.images_per_s or 0.0) <= (self.compute.images_per_s or 0.0) else "compute"
+
+    def share(self, images_per_s: float | None) -> float | None:
+        """``images_per_s`` as a fraction of min(ceilings) (None without both or without a figure)."""
+        bound = self.bound
+        return None if bound is None or not images_per_s else images_per_s / bound
+
+    def lines(self, images_per_s: float | None = None) -> list[str]:
+        """The two ceilings, which binds, and (given a trial's figure) how close the trial is to it."""
+        out = [c.text() for c in (self.data, self.compute) if c is not None]
+        bound, share = self.bound, self.share(images_per_s)
+        if bound is not None:
+            out.append(f"min(ceilings) {bound:.1f} images/s: the {self.binding} ceiling binds")
+        if share is not None:
+            out.append(f"trial {images_per_s:.1f} images/s = {100 * share:.0f}% of min(ceilings)")
+        return out
+
+
+def stored_ceilings(attr: Any) -> dict[str, Ceiling]:
+    """The ceilings a study keeps (user attr :data:`ATTR`), by ``kind|key``; an absent or unreadable attr is none."""
+    if not isinstance(attr, dict):
+        return {}
+    out = {}
+    for name, data in attr.items():
+        if isinstance(data, dict):
+            out[name] = Ceiling.from_dict(data)
+    return out
+
+
+def measure_one(kind: str, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:
+    """Measure the ``kind`` ceiling of ``knobs``: its job prepared as a trial of :func:`ceiling_knobs`, then run."""
+    wanted = ceiling_knobs(kind, knobs)
+    request = prepare(wanted)
+    if isinstance(request, TrialResult):  # refused before running (the message says why)
+        return Ceiling.of(kind, request)
+    return Ceiling.of(kind, run(dataclasses.replace(request, mode=kind)))
+
+
+def measure_ceilings(
+    knobs: Knobs,
+    prepare: Prepare,
+    run: Measure,
+    known: Mapping[str, Ceiling] | None = None,
+    save: Callable[[str, Ceiling], None] = lambda name, ceiling: None,
+) -> Ceilings:
+    """Both ceilings of ``knobs`` (give them as they run: the lookup is by their key): taken from ``known``
+    (by ``kind|key``) when measured ok before, else measured now and handed to ``save``."""
+    found: dict[str, Ceiling] = {}
+    for kind in KINDS:
+        name = f"{kind}|{key_of(kind, knobs)}"
+        ceiling = (known or {}).get(name)
+        if ceiling is None or not ceiling.ok:
+            ceiling = measure_one(kind, knobs, prepare, run)
+            save(f"{kind}|{ceiling.key}", ceiling)
+        found[kind] = ceiling
+    return Ceilings(found["data"], found["compute"])

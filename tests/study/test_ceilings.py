@@ -1,0 +1,46 @@
+"""A study's ceilings: --stop-at-ceiling stops the search, the ends' ceilings reach the report."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
+from speedopt.study import CEILINGS_FOR_ATTR
+from speedopt.study._ceilings import reached
+from tests.conftest import run_cli
+
+
+def _ok(kind: str, speed: float) -> Ceiling:
+    return Ceiling(kind, "k", "ok", "", speed, 0.02, 10, 5.0)
+
+
+def test_reached_needs_the_share_and_both_ceilings():
+    found = Ceilings(_ok("data", 100.0), _ok("compute", 50.0))
+    assert reached(47.6, found, 0.95) is not None and "compute ceiling binds" in reached(47.6, found, 0.95)
+    assert reached(47.0, found, 0.95) is None
+    assert reached(49.0, found, 0.0) is None  # 0: never stop
+    assert reached(49.0, Ceilings(_ok("data", 100.0), None), 0.95) is None
+
+
+@pytest.mark.slow
+def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
+    """--stop-at-ceiling 1% forces the stop at the first best trial (the baseline), whatever this machine measures."""
+    url = f"sqlite:///{tmp_path}/c.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "ceil", "--quality", "off",
+        "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--fix", "cache=none", "--steps", "4", "--warmup", "1",
+        "--device", "cpu", "--stop-at-ceiling", "1%", "--repeats", "0", cwd=tmp_path, timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "search stopped early" in done.stdout and "of min(ceilings)" in done.stdout, done.stdout
+    study = optuna.load_study(study_name="ceil", storage=url)
+    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 1
+    found = stored_ceilings(study.user_attrs[CEILINGS_ATTR])
+    assert sorted(name.split("|")[0] for name in found) == ["compute", "data"]
+    assert all(c.ok and c.images_per_s > 0 for c in found.values())
+    assert study.user_attrs[CEILINGS_FOR_ATTR] == {"baseline": 0, "recommended": 0}
+    report = (tmp_path / "reports" / "ceil.md").read_text()
+    section = report[report.index("## Ceilings"):]
+    assert "| baseline (trial 0) |" in section and "compute ceiling" in section
+    assert "The search stopped early" in section

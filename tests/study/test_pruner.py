@@ -1,0 +1,106 @@
+"""Pruning: a trial clearly slower than the best is stopped part-way, and its trainer process goes with it.
+
+The pruner's rule is checked on a real Optuna study with stored trials; the kill path runs a real
+trial whose progress callback prunes it at its first measured step (forced: no speed comparison).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from optuna.trial import TrialState
+
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult, prepare, run_trial
+from speedopt.status import Status
+from speedopt.study._pruner import BestMargin, pruned_text
+
+KNOBS = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False)
+
+
+def _study_with_best(images_per_s: float) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    result = TrialResult(Status.OK, "", KNOBS, KNOBS, "cpu", "ultralytics", images_per_s=images_per_s)
+    attrs = {**result.to_dict(), "feasible": True}
+    study.add_trial(optuna.trial.create_trial(value=images_per_s, params={}, distributions={}, user_attrs=attrs))
+    return study
+
+
+def _running(study: optuna.Study, rates: dict[int, float]) -> optuna.trial.FrozenTrial:
+    trial = study.ask()
+    for step, rate in rates.items():
+        trial.report(rate, step)
+    return study._storage.get_trial(trial._trial_id)
+
+
+def test_prunes_below_the_margin_only_after_min_steps():
+    study = _study_with_best(100.0)
+    pruner = BestMargin(margin=0.5, min_steps=3)
+    assert not pruner.prune(study, _running(study, {1: 10.0, 2: 10.0}))  # too few steps, however slow
+    assert pruner.prune(study, _running(study, {1: 10.0, 2: 10.0, 3: 49.0}))
+    assert not pruner.prune(study, _running(study, {3: 51.0}))  # within the margin
+    assert not BestMargin(margin=0.0, min_steps=3).prune(study, _running(study, {5: 1.0}))  # 0: never
+    empty = optuna.create_study(direction="maximize")
+    assert not pruner.prune(empty, _running(empty, {5: 1.0}))  # no best yet
+    assert "below 50% of trial 0's 100.0 images/s" in pruned_text(40.0, 4, study, 0.5)
+
+
+def _folders_of_this_process() -> list[Path]:
+    """Private folders whose lease names this process (other processes may run trials meanwhile)."""
+    mine = []
+    for owner in Path(tempfile.gettempdir()).glob("speedopt-*/owner.json"):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(owner.read_text()).get("pid") == os.getpid():
+                mine.append(owner.parent)
+    return mine
+
+
+def _our_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
+    request = prepare(str(demo_yaml), KNOBS, device="cpu", steps=6, warmup=1)
+    seen = []
+
+    def prune_at_first_step(update: dict) -> None:
+        seen.append(update)
+        if update.get("phase") == "measure" and update.get("rate"):
+            raise optuna.TrialPruned("forced")
+
+    with pytest.raises(optuna.TrialPruned):
+        run_trial(request, progress=prune_at_first_step)
+    assert any(u.get("rate", 0) > 0 for u in seen)  # the child reported a running rate
+    assert _our_children() == []
+    assert _folders_of_this_process() == []  # its private folder went with it
+
+
+def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
+    """The study's objective reports the running rate as intermediate values (fast: a study of one pruned trial
+    is built by hand through the same callback the search uses)."""
+    from speedopt.study._optimize import _reporting
+
+    class Plan:
+        class protocol:
+            prune_margin = 0.5
+
+    study = _study_with_best(100.0)
+    study.pruner = BestMargin(0.5, 3)
+    trial = study.ask()
+    callback = _reporting(trial, Plan, lambda update: None)  # type: ignore[arg-type]
+    callback({"phase": "warmup", "done": 1, "of": 3})
+    callback({"phase": "measure", "done": 1, "of": 10, "rate": 20.0})
+    with pytest.raises(optuna.TrialPruned):
+        callback({"phase": "measure", "done": 3, "of": 10, "rate": 20.0})
+    frozen = study._storage.get_trial(trial._trial_id)
+    assert frozen.intermediate_values == {1: 20.0, 3: 20.0}
+    assert "pruned after 3 measured steps at 20.0 images/s" in frozen.user_attrs["pruned"]
+    assert frozen.state is TrialState.RUNNING  # Optuna marks it PRUNED when the objective raises

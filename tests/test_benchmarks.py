@@ -1,0 +1,59 @@
+"""The benchmarks run, in a reduced form (tiny sizes): they work and print their figures.
+
+The figures themselves come from running the benchmarks with their defaults, never from these tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_benchmark(name: str, *args: str, timeout: float = 300) -> str:
+    """Run ``benchmarks/<name>`` as a user would; its stdout (the test fails with its output if it fails)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, timeout=timeout,
+    )
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def figure(pattern: str, text: str) -> re.Match[str]:
+    found = re.search(pattern, text, re.MULTILINE)
+    assert found, f"no line matching {pattern!r} in:\n{text}"
+    return found
+
+
+@pytest.mark.slow
+def test_trial_overhead_runs():
+    out = run_benchmark("trial_overhead.py", "--repeats", "2", "--steps", "3", "--warmup", "1", "--imgsz", "64")
+    assert re.search(r"^\s*wall s\s+setup s\s+measured s\s+images/s\s+overhead$", out, re.MULTILINE), out
+    found = figure(r"^images/s min ([\d.]+), median ([\d.]+), max ([\d.]+) .*mean overhead (\d+)% of each trial", out)
+    low, median, high = (float(found.group(i)) for i in (1, 2, 3))
+    assert 0 < low <= median <= high
+    assert 0 <= int(found.group(4)) <= 100
+
+
+@pytest.mark.slow
+def test_search_efficiency_runs():
+    # 4 configs (yolov5n 64 px, batch 2/4, cache none/ram), a 2-trial budget, finals 1 x 2 rounds; no stop at
+    # the ceiling, so the search samples its second trial whatever the baseline measured.
+    out = run_benchmark("search_efficiency.py", "--small", "--no-stop-at-ceiling", timeout=600)
+    assert figure(r"^space: (\d+) configs", out).group(1) == "4"
+    assert figure(r"^grid: +(\d+) configs in ([\d.]+) s", out).group(1) == "4"
+    ratio = float(figure(r"^search wall / grid wall: ([\d.]+) \(", out).group(1))
+    assert ratio > 0
+    assert float(figure(r"^grid best: ([\d.]+) images/s", out).group(1)) > 0
+    pick = figure(r"^pick in the grid: ([\d.]+) images/s = ([\d.]+) of the grid best; rank (\d+) of 4$", out)
+    assert float(pick.group(1)) > 0 and 0 < float(pick.group(2)) <= 1.0
+    assert 1 <= int(pick.group(3)) <= 4
+    assert 1 <= int(figure(r"^grid spread: (\d+) of 4 configs within 10% of the grid best", out).group(1)) <= 4
+    figure(r"^targets: >= 0\.95 of the grid best: (met|missed) .*<= 35% of the grid time: (met|missed)", out)
