@@ -137,6 +137,11 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         help="stop a trial part-way (Optuna pruning) once, after at least half its --steps, its running images/s is below "
         f"(1 - M) x the best feasible trial's (default {100 * defaults.PRUNE_MARGIN:.0f}%%: wider than this machine's noise); 0: never",
     )
+    parser.add_argument(
+        "--cold", dest="warm", action="store_false",
+        help="start every trial in a fresh Python (by default each trial is a fresh process forked from one warm worker "
+        "that imported torch and the trainer once: the same trial, without paying the imports every time)",
+    )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument(
         "--stop-at-ceiling", type=fraction, default=defaults.STOP_AT_CEILING, metavar="SHARE",
@@ -172,7 +177,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
-        stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin,
+        stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm,
     )
 
 

@@ -178,6 +178,11 @@ class Engine(abc.ABC):
     def prepare(self, cache_dir: Path) -> None:
         """Run inside the job process before the job: offline set-up (local fonts, settings)."""
 
+    def preload(self) -> None:
+        """Import the trainer's modules, in a warm worker (:mod:`speedopt.measure._warm`) that forks each job
+        from them: imports only, no CUDA, no trainer, no patch (each job does those in its own child)."""
+        import torch  # noqa: F401
+
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         """Train ``run.epochs`` epochs and return val mAP (the quality probe); engines with
         ``supports_probe`` implement it. ``progress(epoch, epochs)`` after each epoch. Searches on an

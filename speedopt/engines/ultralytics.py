@@ -204,6 +204,10 @@ class UltralyticsEngine(Engine):
         if any(SETTINGS.get(k) != v for k, v in wanted.items()):
             SETTINGS.update(wanted)
 
+    def preload(self) -> None:
+        import ultralytics.data.build
+        import ultralytics.models.yolo.detect  # noqa: F401
+
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         trainer = _probe_trainer(run, lambda t: progress(t.epoch + 1, t.epochs))
         trainer.train()

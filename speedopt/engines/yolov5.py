@@ -231,6 +231,9 @@ class Yolov5Engine(Engine):
         finally:
             _close_loaders(seen)
 
+    def preload(self) -> None:
+        self._import_train()  # train.py and what it imports: torch, its models/ and utils/
+
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         seen: dict[str, Any] = {}
         module = self._patched(seen)

@@ -32,6 +32,7 @@ from speedopt.measure._result import TrialResult
 from speedopt.measure._run import no_new_npy, run_trial, unmeasured
 from speedopt.measure._runner import Progress, phase_text, run_job
 from speedopt.measure._telemetry import Sampler
+from speedopt.measure._warm import WarmWorker, cold, warm_worker
 
 __all__ = [
     "CEILINGS_ATTR",
@@ -82,4 +83,7 @@ __all__ = [
     "state_dir",
     "sweep",
     "unmeasured",
+    "WarmWorker",
+    "cold",
+    "warm_worker",
 ]

@@ -12,6 +12,7 @@ out-of-memory killer), another signal, an exit code.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from speedopt.measure._jobs import Job, JobOutcome, job_to_json
 from speedopt.measure._launch import sweep_launches
 from speedopt.measure._leftovers import private_folder, remove_private_folder, shared_fds, sweep
 from speedopt.measure._request import TrialRequest
+from speedopt.measure._warm import WarmWorker, current
 from speedopt.measure._workdir import PARENT_ENV, log_tail, read_json
 from speedopt.status import Status
 
@@ -110,16 +112,19 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
     """
     workdir = private_folder()
     started = time.monotonic()
+    base_env = env
     nproc = job.knobs.gpus if isinstance(job, TrialRequest) else 1
     try:
         (workdir / "request.json").write_text(job_to_json(job))
         env = {**env, **_temp_inside(workdir)}
         forward = _Forward(workdir, progress)
+        warm = None if nproc > 1 else current(job.engine, job.yolov5_dir, base_env)
         if nproc > 1:
             timed_out, code = run_ranks(nproc, workdir, env, job.timeout_s, forward)
             result = None if timed_out else merge_ranks(workdir, nproc)
         else:
-            timed_out, code = _run_one(workdir, env, job.timeout_s, forward)
+            run = _run_one if warm is None else functools.partial(_run_forked, warm)
+            timed_out, code = run(workdir, env, job.timeout_s, forward)
             result = None if timed_out else read_json(workdir / "result.json")
         return _Exit(
             result=result,
@@ -151,6 +156,31 @@ def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Call
     finally:
         _kill_group(proc)  # on timeout, interrupt, or workers that outlived the child
     return timed_out, proc.returncode
+
+
+def _run_forked(
+    warm: WarmWorker, workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]
+) -> tuple[bool, int | None]:
+    """The child forked from the warm worker (see :mod:`speedopt.measure._warm`), waited for as :func:`_run_one` waits."""
+    pid = warm.fork(workdir, {**env, "PWD": str(workdir)}, shared_fds())
+    deadline = time.monotonic() + timeout_s
+    ended, code, timed_out = False, None, False
+    try:
+        while not ended:
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            forward()
+            ended, code = warm.exit_code(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # on timeout, interrupt, or workers that outlived the child
+        if not ended:
+            ended, code = warm.exit_code(10.0)
+        deadline = time.monotonic() + 10.0
+        while _group_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return timed_out, code
 
 
 class _Forward:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from speedopt.reporting._figures import _pyplot, _save
-from speedopt.speedup import METHOD
+from speedopt.speedup import METHOD, paired
 from speedopt.study import Ablation, SearchOutcome, stored_ablation
 
 if TYPE_CHECKING:
@@ -72,6 +72,18 @@ def _product(ablation: Ablation) -> list[str]:
             f"{last:.2f} images/s over the baseline's {first:.2f} (trial {ablation.recommended} over trial {ablation.baseline}).", ""]
 
 
+def _faster_on_the_way(ablation: Ablation) -> list[str]:
+    """A config on the path that beat the recommendation in every round (a later step cost speed)."""
+    last = len(ablation.path)
+    beat = [(i, s) for i in range(1, last) if (s := paired(ablation.series(i), ablation.series(last))) and s.clears(0.0)]
+    if not beat:
+        return []
+    i, s = max(beat, key=lambda pair: pair[1].median)
+    kept = "; ".join(step.text() for step in ablation.steps()[i:])
+    return [f"The config after step {i} measured faster than the recommendation in every round ({s.text()}): keeping "
+            f"your value for {kept} may be faster still (not certified by the finals: measure it with `speedopt trial`).", ""]
+
+
 def _order(ablation: Ablation) -> list[str]:
     """How the path was ordered: the single-change measurements at each point, fastest taken."""
     if ablation.from_finals or not ablation.probes:
@@ -106,7 +118,7 @@ def section(study: optuna.Study, result: SearchOutcome, folder: Path, link: str)
         f"the full change); interval = {METHOD} (each config beside the one before it). A step whose interval includes "
         f"1.0{bar} bought nothing measurable: you may keep your value.", "",
     ]
-    lines += _table(ablation) + _product(ablation) + _order(ablation)
+    lines += _table(ablation) + _product(ablation) + _faster_on_the_way(ablation) + _order(ablation)
     lines += [f"- Not a step: {c.text()}: asked differently, but the trainer ran the same value in both (no real change)."
               for c in ablation.dropped]
     lines += [f"- {note}." for note in ablation.notes]

@@ -12,11 +12,12 @@ attr ``ceilings``), so workers, resumes and the report share them. Two uses:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import Knobs
 from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings, stored_ceilings
+from speedopt.measure._ceilings import COMPUTE_KNOBS, DATA_KNOBS
 
 if TYPE_CHECKING:
     import optuna
@@ -51,15 +52,20 @@ def measure(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure) -
     return measure_ceilings(knobs, prepare, run, known(study), save)
 
 
-def reached(images_per_s: float, ceilings: Ceilings, stop_at: float) -> str | None:
-    """Why a search may stop: the config reached ``stop_at`` of min(ceilings) (None: it did not, or ``stop_at`` is 0)."""
+def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: Iterable[str]) -> str | None:
+    """Why a search may stop: the config reached ``stop_at`` of min(ceilings) and the search varies none of the
+    knobs the binding ceiling depends on (``sampled``: the knobs it varies), so no config it can still try has a
+    higher bound. None: go on (or ``stop_at`` is 0)."""
     share = ceilings.share(images_per_s)
-    if not stop_at or share is None or share < stop_at:
+    if not stop_at or share is None or share < stop_at or ceilings.binding is None:
+        return None
+    movers = sorted(set(sampled) & set(DATA_KNOBS if ceilings.binding == "data" else COMPUTE_KNOBS))
+    if movers:  # another value of these may raise the binding ceiling itself
         return None
     return (
         f"the best config measured {images_per_s:.1f} images/s, {100 * share:.0f}% of min(ceilings) "
-        f"{ceilings.bound:.1f} images/s (the {ceilings.binding} ceiling binds): nothing left to gain from these knobs "
-        f"on this machine (--no-stop-at-ceiling searches on)"
+        f"{ceilings.bound:.1f} images/s, and the {ceilings.binding} ceiling binds, whose knobs this search does not vary: "
+        f"nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
     )
 
 

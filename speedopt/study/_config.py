@@ -41,5 +41,6 @@ class SearchConfig:
     probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
     prepare: str | None = None  # jpg | png | npy: make the data knob's resized copies first (speedopt prepare)
+    warm: bool = True  # fork every job from one warm worker (torch and the trainer imported once); False: each job cold
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop when the best config reaches this share of min(its ceilings); 0: never

@@ -14,6 +14,7 @@ once per run (the plan's listing) and handed to every trial's request.
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,19 @@ from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LABELS_ATTR, Ceilings, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
+from speedopt.measure import (
+    LABELS_ATTR,
+    Ceilings,
+    LabelCaches,
+    TrialRequest,
+    TrialResult,
+    build_label_caches,
+    prepare,
+    run_trial,
+    warm_worker,
+)
+from speedopt.measure._ceilings import COMPUTE_KNOBS, DATA_KNOBS
+from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget, Verdict, merge_cache, not_measured
 from speedopt.status import Status
 from speedopt.study import _ablation as ablation_mod
@@ -292,11 +305,14 @@ def _stop_at_ceiling(plan: SearchPlan, view: View, inputs: _Inputs) -> Callable[
 
     def check(study: optuna.Study, trial: FrozenTrial) -> None:
         best = best_trial(records(study))
+        sampled = set(plan.protocol.space.sampled())
+        if sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS):
+            return  # either ceiling may rise with a knob the search varies: it never stops at one config's
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
         view.waiting(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = _ceilings_of(plan, study, best.config, view, inputs)
-        why = None if found is None else ceilings_mod.reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling)
+        why = None if found is None else ceilings_mod.reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled)
         if found is not None:
             view.waiting("; ".join(found.lines(best.images_per_s)))
         if why:
@@ -451,31 +467,47 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
         interrupts = Interrupts()
         view.start(plan, outcome(study), notes)
         try:
-            p = plan.protocol
-            inputs = _Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
-            target = ProbeTarget(
-                p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
-                p.copies[0].format if p.copies else "",
-            )
-            judge = Judge(
-                p.quality, target, p.baseline, storage,
-                plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
-            )
-            objective = interrupts.guard(_guarded(_objective(plan, view, judge, inputs), p.trials))
-            with interrupts.quiet():
-                _fill(study, storage, objective, plan, view, _stop_at_ceiling(plan, view, inputs))
-            if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
-                _finals(plan, study, view, inputs)
-                _ablation(plan, study, view, inputs)
-                _ends_ceilings(plan, study, view, inputs)
-            elif plan.create and _full(study, p.trials):
-                view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
+            with _warm(plan, view):
+                _search(plan, study, storage, view, interrupts)
         except KeyboardInterrupt:
             retry_interrupted(study, storage, interrupts.trials)
             raise
         finally:
             view.stop()
         return outcome(study)
+
+
+def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[object]:
+    """The warm worker every job of this run forks from (``plan.warm``); nothing when off or when it cannot start."""
+    p = plan.protocol
+    if not plan.warm:
+        return contextlib.nullcontext()
+    env = engines.get(p.engine, yolov5_dir=p.yolov5_dir).environment(cache_dir())
+    view.waiting("starting a warm worker: torch and the trainer imported once, every trial forked from it")
+    return warm_worker(p.engine, p.yolov5_dir, env)
+
+
+def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts) -> None:
+    """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings."""
+    p = plan.protocol
+    inputs = _Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
+    target = ProbeTarget(
+        p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
+        p.copies[0].format if p.copies else "",
+    )
+    judge = Judge(
+        p.quality, target, p.baseline, storage,
+        plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
+    )
+    objective = interrupts.guard(_guarded(_objective(plan, view, judge, inputs), p.trials))
+    with interrupts.quiet():
+        _fill(study, storage, objective, plan, view, _stop_at_ceiling(plan, view, inputs))
+    if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
+        _finals(plan, study, view, inputs)
+        _ablation(plan, study, view, inputs)
+        _ends_ceilings(plan, study, view, inputs)
+    elif plan.create and _full(study, p.trials):
+        view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
 
 
 def _longest_s(plan: SearchPlan) -> float:

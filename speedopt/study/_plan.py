@@ -58,6 +58,22 @@ class SearchPlan:
     to_prepare: tuple[int, ...] = ()  # imgsz values whose copy --prepare must make before the study runs
     prepare_format: str | None = None
     dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
+    warm: bool = True  # jobs fork from one warm worker that imported the trainer once (speedopt.measure._warm)
+
+
+def _check_numbers(config: SearchConfig) -> None:
+    """The protocol's numbers, each refused in one line when out of range."""
+    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
+    if not 0.0 <= config.prune_margin < 1.0:
+        raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
+    if not 0.0 <= config.stop_at_ceiling <= 1.0:
+        raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
+    if config.finalists < 1:
+        raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
+    if config.repeats < 0 or config.repeats == 1:
+        raise UsageError(f"--repeats must be 0 (no finals) or at least 2 (rounds give an interval), got {config.repeats}")
+    if not 0.0 <= config.min_gain < 1.0:
+        raise UsageError(f"--min-gain must be a fraction in [0, 1), such as 0.05 or 5%, got {config.min_gain:g}")
 
 
 def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
@@ -70,17 +86,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     if config.timeout_s is not None:
         positive(config.timeout_s, "--timeout", "seconds")
     check_lock()  # a planted link or someone else's lock folder: one line now, not at the first trial
-    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
-    if not 0.0 <= config.prune_margin < 1.0:
-        raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
-    if not 0.0 <= config.stop_at_ceiling <= 1.0:
-        raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
-    if config.finalists < 1:
-        raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
-    if config.repeats < 0 or config.repeats == 1:
-        raise UsageError(f"--repeats must be 0 (no finals) or at least 2 (rounds give an interval), got {config.repeats}")
-    if not 0.0 <= config.min_gain < 1.0:
-        raise UsageError(f"--min-gain must be a fraction in [0, 1), such as 0.05 or 5%, got {config.min_gain:g}")
+    _check_numbers(config)
     ram_limit = ram_limit_bytes(config.ram_limit_gb)
 
     eng = installed_engine(config.engine, config.yolov5_dir)
@@ -143,6 +149,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         to_prepare=data.to_prepare,
         prepare_format=config.prepare if data.to_prepare else None,
         dataset=ds,
+        warm=config.warm,
     )
 
 

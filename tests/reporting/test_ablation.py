@@ -92,3 +92,15 @@ def test_no_finals_no_section(tmp_path):
     study = _study()
     study.set_user_attr("finals", None)
     assert section(study, outcome(study), tmp_path, "figs") == []
+
+
+def test_a_config_on_the_way_that_beat_the_recommendation_is_named(tmp_path):
+    study = _study()
+    slower = {0: [10.0, 10.0, 10.0], 1: [20.0, 21.0, 19.0], 2: [15.0, 16.0, 14.0]}  # cache costs speed after imgsz
+    measured = tuple(Measurement(r, c, "ok", v) for c, vs in slower.items() for r, v in enumerate(vs))
+    study.set_user_attr("ablation", dataclasses.replace(_ablation(), measured=measured).to_attr())
+    text = "\n".join(section(study, outcome(study), tmp_path, "figs"))
+    assert "| 2 | cache none -> ram | 15.00 (14.00-16.00) | 0.750x" in text and "(slower in every round) |" in text
+    assert ("The config after step 1 measured faster than the recommendation in every round (1.33x (interval "
+            "1.31-1.36x, min-max of 3 paired rounds)): keeping your value for cache none -> ram may be faster still") in text
+    assert "= 1.500x, the full change" in text

@@ -15,12 +15,16 @@ def _ok(kind: str, speed: float) -> Ceiling:
     return Ceiling(kind, "k", "ok", "", speed, 0.02, 10, 5.0)
 
 
-def test_reached_needs_the_share_and_both_ceilings():
+def test_reached_needs_the_share_both_ceilings_and_no_knob_that_moves_the_binding_one():
     found = Ceilings(_ok("data", 100.0), _ok("compute", 50.0))
-    assert reached(47.6, found, 0.95) is not None and "compute ceiling binds" in reached(47.6, found, 0.95)
-    assert reached(47.0, found, 0.95) is None
-    assert reached(49.0, found, 0.0) is None  # 0: never stop
-    assert reached(49.0, Ceilings(_ok("data", 100.0), None), 0.95) is None
+    assert "the compute ceiling binds" in reached(47.6, found, 0.95, ["cache", "workers"])
+    assert reached(47.6, found, 0.95, ["cache", "imgsz"]) is None  # another imgsz may raise the compute ceiling
+    assert reached(47.0, found, 0.95, []) is None
+    assert reached(49.0, found, 0.0, []) is None  # 0: never stop
+    assert reached(49.0, Ceilings(_ok("data", 100.0), None), 0.95, []) is None
+    data_bound = Ceilings(_ok("data", 40.0), _ok("compute", 50.0))
+    assert reached(39.0, data_bound, 0.95, ["model", "amp"]) is not None
+    assert reached(39.0, data_bound, 0.95, ["workers"]) is None
 
 
 @pytest.mark.slow

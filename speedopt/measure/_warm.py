@@ -1,0 +1,214 @@
+"""A warm worker: the trainer imported once, each job still in its own fresh process, forked from it.
+
+A trial's fixed cost starts with a new Python importing torch and the trainer (about 2.5 s of an 8 s
+demo trial here). A search runs dozens of jobs with the same engine, so :func:`warm_worker` starts
+one process (``python -m speedopt.measure._warm``) that imports them once and then, for each job,
+forks a child that becomes exactly what the cold path starts: its own session and process group,
+its log as stdout and stderr, its private folder as working directory, the job's environment, the
+parent's leases (passed over the socket with ``SCM_RIGHTS``), and then the one child entry point
+(:func:`speedopt.measure._child.main`). Nothing else is shared: the fork happens before any job
+runs, so no CUDA context, no trainer, no dataset, no patched module exists in the worker; each job
+patches and builds its trainer in its own child, as a cold one does. ``benchmarks/trial_overhead.py``
+measures a config cold and warm side by side.
+
+Dying: the worker watches the process that started it, and each forked child watches the worker
+(:func:`speedopt.measure._orphan.die_with`), so a SIGKILLed search leaves neither. Multi-GPU jobs run
+cold (``torch.distributed.run`` starts the ranks). The worker in use is a context variable set by
+:func:`warm_worker` (:func:`current`); with none, or one for another engine, jobs run cold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from speedopt.measure._workdir import PARENT_ENV
+
+_CURRENT: contextvars.ContextVar[WarmWorker | None] = contextvars.ContextVar("speedopt_warm_worker", default=None)
+_MAX_MESSAGE = 1 << 16
+
+
+@dataclass
+class WarmWorker:
+    """The parent's handle on a running warm worker: its process and its socket."""
+
+    engine: str
+    yolov5_dir: str | None
+    env: dict[str, str]
+    process: subprocess.Popen[bytes]
+    sock: socket.socket
+    started_s: float  # seconds from start to ready (the imports it saves each job)
+    jobs: int = field(default=0)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def matches(self, engine: str, yolov5_dir: str | None, env: dict[str, str]) -> bool:
+        return self.alive() and (engine, yolov5_dir) == (self.engine, self.yolov5_dir) and env == self.env
+
+    def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
+        """Start the job in ``workdir`` as a forked child with ``env`` added; its pid (its process group too)."""
+        message = json.dumps({"workdir": str(workdir), "env": env}).encode()
+        socket.send_fds(self.sock, [message], list(fds))
+        reply = self._read(timeout_s=60.0)
+        if reply is None or "pid" not in reply:
+            raise RuntimeError(f"the warm worker did not start the job ({reply})")
+        self.jobs += 1
+        return int(reply["pid"])
+
+    def exit_code(self, timeout_s: float) -> tuple[bool, int | None]:
+        """(ended, exit code) of the job last forked, waiting up to ``timeout_s``; a dead worker ends it with None."""
+        reply = self._read(timeout_s)
+        if reply is None:
+            return (not self.alive()), None
+        return True, reply.get("code")
+
+    def _read(self, timeout_s: float) -> dict[str, int] | None:
+        ready, _, _ = select.select([self.sock], [], [], timeout_s)
+        if not ready:
+            return None
+        data = self.sock.recv(_MAX_MESSAGE)
+        return json.loads(data) if data else None
+
+    def close(self) -> None:
+        """End the worker (closing its socket ends it; its group is killed to be sure)."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=5)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=5)
+
+
+def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: float = 120.0) -> WarmWorker:
+    """Start a warm worker for ``engine`` with the engine's job environment ``env``; ready when it returns."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    started = time.monotonic()
+    args = [sys.executable, "-m", "speedopt.measure._warm", str(theirs.fileno()), engine, yolov5_dir or ""]
+    process = subprocess.Popen(
+        args, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(theirs.fileno(),),
+    )
+    theirs.close()
+    worker = WarmWorker(engine, yolov5_dir, dict(env), process, ours, 0.0)
+    ready = worker._read(timeout_s)
+    if ready is None or not ready.get("ready"):
+        worker.close()
+        err = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
+        raise RuntimeError(f"the warm worker did not start: {err[-1] if err else 'no output'}")
+    worker.started_s = time.monotonic() - started
+    return worker
+
+
+@contextlib.contextmanager
+def warm_worker(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> Iterator[WarmWorker | None]:
+    """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start)."""
+    try:
+        worker: WarmWorker | None = start(engine, yolov5_dir, env)
+    except (OSError, RuntimeError):
+        worker = None
+    token = _CURRENT.set(worker)
+    try:
+        yield worker
+    finally:
+        _CURRENT.reset(token)
+        if worker is not None:
+            worker.close()
+
+
+@contextlib.contextmanager
+def cold() -> Iterator[None]:
+    """Jobs in the block start a fresh Python, even inside :func:`warm_worker` (a side-by-side comparison)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWorker | None:
+    """The warm worker for a job of ``engine`` with ``env`` here, if one runs."""
+    worker = _CURRENT.get()
+    return worker if worker is not None and worker.matches(engine, yolov5_dir, env) else None
+
+
+# -- the worker process ------------------------------------------------------------------------------
+
+
+def _serve(sock: socket.socket) -> None:
+    """Fork one child per request until the socket closes; report each child's pid, then its exit code."""
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 64)
+        except OSError:
+            return
+        if not message:
+            return
+        request = json.loads(message)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _become_job(sock, request, fds)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"pid": pid}).encode())
+        _, status = os.waitpid(pid, 0)
+        sock.send(json.dumps({"pid": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+
+
+def _become_job(sock: socket.socket, request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: become the job process the cold path would have started, then run the job."""
+    try:
+        sock.close()
+        os.setsid()  # its own session and process group, as the cold path's start_new_session
+        workdir = Path(str(request["workdir"]))
+        log = os.open(workdir / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.chdir(workdir)
+        env = request.get("env")
+        os.environ.update({str(k): str(v) for k, v in (env.items() if isinstance(env, dict) else ())})
+        os.environ[PARENT_ENV] = str(os.getppid())  # it watches the worker, which watches the search
+        import tempfile
+
+        tempfile.tempdir = None  # TMPDIR is the job's now
+        from speedopt.measure import _child
+
+        _child.main([str(workdir)])  # ends with os._exit
+    finally:
+        os._exit(1)
+
+
+def _main(argv: list[str]) -> int:
+    fd, engine_name, yolov5_dir = int(argv[0]), argv[1], argv[2] or None
+    from speedopt.measure._orphan import die_with
+
+    die_with(int(os.environ[PARENT_ENV]))
+    from speedopt import engines
+    from speedopt.measure import _child  # noqa: F401 - imported once, for every job
+
+    engines.get(engine_name, yolov5_dir=yolov5_dir).preload()
+    sock = socket.socket(fileno=fd)
+    sock.send(json.dumps({"ready": 1}).encode())
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # nobody reads its pipe from now on; each job logs to its own file
+    _serve(sock)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
