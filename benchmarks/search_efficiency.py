@@ -4,7 +4,8 @@ On a generated demo dataset and a fixed space (default 24 configs: model yolov5n
 96/128/160 x batch 4/8 x cache none/ram, on the CPU), in one run:
 
 - the grid: every config of the space measured once with ``speedopt.trial`` (the search's steps,
-  warm-up and device), its total wall time, its best images/s and its full ranking;
+  warm-up and device; every job forked from a warm worker, as a search's are: --cold runs both sides
+  cold), its total wall time, its best images/s and its full ranking;
 - the search: ``speedopt.search`` on the same space, in a fresh SQLite storage, with a budget of
   --budget trials (baseline included), then its finals (--finalists, --repeats), timed whole: label
   cache, trials, quality probes, finals and whatever the search does after them.
@@ -26,7 +27,7 @@ every config passes, as in the grid, which judges no accuracy); the probes' time
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import itertools
 import sys
 import tempfile
@@ -38,9 +39,11 @@ from typing import Any
 import yaml
 
 import speedopt
-from speedopt import data, study
+from speedopt import data, engines, study
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
+from speedopt.measure import warm_worker
+from speedopt.offline import cache_dir
 
 TIES = 0.10  # grid configs within this share of the grid's best are ties with it (one measurement each)
 TARGET_SHARE, TARGET_TIME = 0.95, 0.35  # issue 16: >= 95% of the grid's best in <= 35% of its time
@@ -56,23 +59,51 @@ class Timeline(study.View):
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
-        self.trials: list[tuple[float, float]] = []  # (started, finished) of each trial, probes included
+        self.trials: list[tuple[float, float]] = []  # (started, finished) of each trial measured, probes included
+        self.pruned: list[tuple[float, float]] = []  # trials stopped part-way (a pruner), never finished
         self.probe_s = 0.0
+        self.fit_s, self.fits = 0.0, 0  # memory fits: two short trials before a new cache=ram signature's first trial
+        self._fit_from: float | None = None
         self.finals_at: float | None = None
         self.last_repeat: float | None = None
-        self._started = 0.0
+        self._number: int | None = None  # the trial running now
+        self._started = self._measured = 0.0
         self._probe_from: float | None = None
 
+    def _pruned(self, now: float, why: str = "") -> None:
+        """The running trial ended without a result (its view hears no trial_finished)."""
+        if self._number is not None:
+            self.pruned.append((self._started, now))
+            self.say(f"search trial {self._number}: stopped after {now - self._started:.1f} s" + (f" ({why})" if why else ""))
+            self._number = None
+
     def trial_started(self, number: int, knobs: Knobs) -> None:
-        self._started, self._probe_from = time.monotonic(), None
+        now = time.monotonic()
+        self._pruned(now)
+        self._number, self._started, self._measured, self._probe_from = number, now, now, None
 
     def trial_progress(self, update: dict[str, Any]) -> None:
-        if self._probe_from is None and str(update.get("phase", "")).startswith("probe "):
-            self._probe_from = time.monotonic()
+        # A probe runs after the trial's measurement: from the trial's last update on (a probe's own first
+        # update comes only once its process has started), to the trial's end. A memory fit runs before it:
+        # from the search saying so to the trial's first update.
+        now = time.monotonic()
+        if self._fit_from is not None:
+            self.fit_s, self._fit_from = self.fit_s + now - self._fit_from, None
+        if not str(update.get("phase", "")).startswith("probe "):
+            self._measured = now
+        elif self._probe_from is None:
+            self._probe_from = self._measured
+
+    def waiting(self, message: str) -> None:
+        if message.startswith("memory: fitting"):
+            self._fit_from, self.fits = time.monotonic(), self.fits + 1
+        if self._number is not None and message.startswith(f"trial {self._number}: "):  # how a search says it pruned one
+            self._pruned(time.monotonic(), message.split(": ", 1)[1])
 
     def trial_finished(self, number: int, result: Any, baseline: bool, verdict: Any) -> None:
         now = time.monotonic()
         self.trials.append((self._started, now))
+        self._number = None
         if self._probe_from is not None:
             self.probe_s += now - self._probe_from
         speed = f"{result.images_per_s:.1f} images/s" if result.ok else result.status.value
@@ -81,6 +112,7 @@ class Timeline(study.View):
 
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         self.finals_at = time.monotonic()
+        self._pruned(self.finals_at)
         self.say(f"search finals: trials {', '.join(map(str, finals))} in {repeats} rounds")
 
     def repeat_finished(self, round_: int, record: Any, result: Any) -> None:
@@ -100,18 +132,6 @@ def _options(args: argparse.Namespace) -> argparse.Namespace:
     """The arguments with --small's (or the full run's) values where none was given."""
     preset = SMALL if args.small else FULL
     return argparse.Namespace(**{k: (preset[k] if v is None and k in preset else v) for k, v in vars(args).items()})
-
-
-def _extras(args: argparse.Namespace) -> dict[str, Any]:
-    """SearchConfig options that only some versions of speedopt have, passed where the field exists (a search
-    without the field has no ablation and never stops at a ceiling)."""
-    fields = {f.name: f.default for f in dataclasses.fields(study.SearchConfig)}
-    if args.ablation and "ablate" not in fields:
-        raise UsageError("this speedopt's search runs no ablation (--ablation)")
-    extras: dict[str, Any] = {"ablate": args.ablation} if "ablate" in fields else {}
-    if args.no_stop_at_ceiling and "stop_at_ceiling" in fields:  # off: False, or 0 where it is a share
-        extras["stop_at_ceiling"] = type(fields["stop_at_ceiling"])(0)
-    return extras
 
 
 def run(args: argparse.Namespace, work: Path) -> None:
@@ -134,7 +154,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             study="search-efficiency", space_file=str(space_file), baseline=baseline, steps=args.steps,
             warmup=args.warmup, finalists=args.finalists, repeats=args.repeats, seed=args.seed, device="cpu",
             quality="probe", max_map_loss="1", probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
-            **_extras(args),
+            ablate=args.ablation, warm=not args.cold, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
         )
 
     planned = study.plan(config(grid_yaml))  # the space exactly as the search will see it (no storage touched)
@@ -146,14 +166,19 @@ def run(args: argparse.Namespace, work: Path) -> None:
 
     grid: list[tuple[Knobs, float]] = []
     started = time.monotonic()
-    for i, knobs in enumerate(grid_knobs):
-        t0 = time.monotonic()
-        result = speedopt.trial(str(grid_yaml), knobs, device="cpu", steps=args.steps, warmup=args.warmup)
-        if not result.ok or not result.images_per_s:
-            raise UsageError(f"grid config {_text(knobs)} ended {result.status.value}: {result.message}")
-        grid.append((result.config, result.images_per_s))
-        say(f"grid {i + 1}/{len(grid_knobs)}: {_text(result.config)}: {result.images_per_s:.1f} images/s ({time.monotonic() - t0:.1f} s)")
+    # Every job forked from one warm worker, as the search's (its default; --cold: both start a fresh Python per
+    # job), so the two sides pay the same fixed cost per trial and the ratio measures what the search chooses.
+    env = engines.get("ultralytics").environment(cache_dir())
+    with contextlib.nullcontext() if args.cold else warm_worker("ultralytics", None, env) as worker:
+        for i, knobs in enumerate(grid_knobs):
+            t0 = time.monotonic()
+            result = speedopt.trial(str(grid_yaml), knobs, device="cpu", steps=args.steps, warmup=args.warmup)
+            if not result.ok or not result.images_per_s:
+                raise UsageError(f"grid config {_text(knobs)} ended {result.status.value}: {result.message}")
+            grid.append((result.config, result.images_per_s))
+            say(f"grid {i + 1}/{len(grid_knobs)}: {_text(result.config)}: {result.images_per_s:.1f} images/s ({time.monotonic() - t0:.1f} s)")
     grid_s = time.monotonic() - started
+    launch = "cold (a fresh Python per job)" if worker is None else f"{worker.jobs} of {len(grid)} jobs forked from a warm worker"
 
     timeline = Timeline(say)
     started = time.monotonic()
@@ -175,22 +200,25 @@ def run(args: argparse.Namespace, work: Path) -> None:
     base_speed = speeds.get(_key(planned.protocol.baseline))
     share, ratio = pick_speed / best, search_s / grid_s
 
-    trials_s = sum(b - a for a, b in timeline.trials)
-    first = timeline.trials[0][0] if timeline.trials else ended
-    last_trial = timeline.trials[-1][1] if timeline.trials else ended
+    trials_s, pruned_s = (sum(b - a for a, b in spans) for spans in (timeline.trials, timeline.pruned))
+    spans = sorted(timeline.trials + timeline.pruned)
+    first = spans[0][0] if spans else ended
+    last_trial = max((b for _, b in spans), default=ended)
     finals_s = (timeline.last_repeat or timeline.finals_at or last_trial) - (timeline.finals_at or last_trial)
     picked_at = timeline.last_repeat or last_trial  # the recommendation is decided by the last measurement
     after_s = ended - picked_at
-    between_s = (timeline.finals_at or last_trial) - first - trials_s
+    between_s = (timeline.finals_at or last_trial) - first - trials_s - pruned_s
 
     print()
-    print(f"grid:   {len(grid)} configs in {grid_s:.1f} s ({grid_s / len(grid):.1f} s each)")
+    print(f"grid:   {len(grid)} configs in {grid_s:.1f} s ({grid_s / len(grid):.1f} s each; {launch})")
     print(f"search: {outcome.complete} trials ({outcome.counts_text()}), budget {args.budget}, "
           f"finals {args.finalists} x {args.repeats} rounds, in {search_s:.1f} s"
           + (f"; stopped early: {outcome.stopped}" if outcome.stopped else ""))
-    print(f"search phases: set-up and label cache {first - started:.1f} s, trials {trials_s:.1f} s "
-          f"(of which quality probes about {timeline.probe_s:.1f} s), between trials {between_s:.1f} s, "
-          f"finals {finals_s:.1f} s, after the last trial or finals round (ceilings, ablation) {after_s:.1f} s")
+    print(f"search phases: set-up and label cache {first - started:.1f} s; {len(timeline.trials)} trials measured "
+          f"{trials_s:.1f} s (of which quality probes about {timeline.probe_s:.1f} s, {timeline.fits} cache=ram memory fits of two short trials "
+          f"about {timeline.fit_s:.1f} s); {len(timeline.pruned)} trials "
+          f"stopped part-way {pruned_s:.1f} s; between trials (sampler, ceiling checks) {between_s:.1f} s; "
+          f"finals {finals_s:.1f} s; after the last trial or finals round (ceilings, ablation) {after_s:.1f} s")
     print(f"search wall / grid wall: {ratio:.2f} ({search_s:.1f} s / {grid_s:.1f} s); "
           f"up to the last trial or finals round {(picked_at - started) / grid_s:.2f}; "
           f"without probes {(search_s - timeline.probe_s) / grid_s:.2f}")
@@ -235,7 +263,8 @@ def main() -> None:
     parser.add_argument("--probe-fraction", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0, help="the search's sampler seed")
     parser.add_argument("--ablation", action="store_true", help="let the search run its ablation after the finals")
-    parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search samples its whole budget")
+    parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search never stops at a ceiling")
+    parser.add_argument("--cold", action="store_true", help="every job of both sides in a fresh Python (default: a warm worker)")
     parser.add_argument("--small", action="store_true", help="a tiny run (4 configs, 2 trials): proves the script works")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (the data, the space file, the study)")
     args = _options(parser.parse_args())

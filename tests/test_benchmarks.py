@@ -35,11 +35,13 @@ def figure(pattern: str, text: str) -> re.Match[str]:
 @pytest.mark.slow
 def test_trial_overhead_runs():
     out = run_benchmark("trial_overhead.py", "--repeats", "2", "--steps", "3", "--warmup", "1", "--imgsz", "64")
-    assert re.search(r"^\s*wall s\s+setup s\s+measured s\s+images/s\s+overhead$", out, re.MULTILINE), out
-    found = figure(r"^images/s min ([\d.]+), median ([\d.]+), max ([\d.]+) .*mean overhead (\d+)% of each trial", out)
-    low, median, high = (float(found.group(i)) for i in (1, 2, 3))
-    assert 0 < low <= median <= high
-    assert 0 <= int(found.group(4)) <= 100
+    assert re.search(r"^\s*mode\s+wall s\s+setup s\s+measured s\s+fixed s\s+images/s\s+fixed$", out, re.MULTILINE), out
+    for mode in ("cold", "warm"):
+        found = figure(rf"^{mode}: fixed cost ([\d.]+) s per trial, (\d+)% of its wall time; images/s min ([\d.]+), median ([\d.]+), max ([\d.]+)", out)
+        assert float(found.group(1)) > 0 and 0 <= int(found.group(2)) <= 100
+        low, median, high = (float(found.group(i)) for i in (3, 4, 5))
+        assert 0 < low <= median <= high
+    assert float(figure(r"^warm/cold images/s per round: .*\(median ([\d.]+)\)", out).group(1)) > 0
 
 
 @pytest.mark.slow
@@ -49,6 +51,8 @@ def test_search_efficiency_runs():
     out = run_benchmark("search_efficiency.py", "--small", "--no-stop-at-ceiling", timeout=600)
     assert figure(r"^space: (\d+) configs", out).group(1) == "4"
     assert figure(r"^grid: +(\d+) configs in ([\d.]+) s", out).group(1) == "4"
+    figure(r"^search: \d+ trials .* in [\d.]+ s", out)
+    figure(r"^search phases: set-up and label cache [\d.]+ s; \d+ trials measured", out)
     ratio = float(figure(r"^search wall / grid wall: ([\d.]+) \(", out).group(1))
     assert ratio > 0
     assert float(figure(r"^grid best: ([\d.]+) images/s", out).group(1)) > 0

@@ -232,7 +232,9 @@ class Yolov5Engine(Engine):
             _close_loaders(seen)
 
     def preload(self) -> None:
-        self._import_train()  # train.py and what it imports: torch, its models/ and utils/
+        # torch only: train.py makes its default paths (--hyp, --cfg) relative to the working directory at
+        # import, which is the job's own folder only in the job's process
+        import torch  # noqa: F401
 
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         seen: dict[str, Any] = {}

@@ -85,8 +85,11 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     sampler = Sampler(gpu_index=gpu).start()
     clocks: list[StepClock] = []
 
+    world = engines.ddp_rank()[1]
+
     def tell(phase: str, done: int, of: int) -> None:  # with the running images/s once steps are measured
         rate = clocks[0].running() if clocks and phase == "measure" else None
+        rate = None if rate is None else rate * world  # under DDP rank 0 speaks for all: the total, as the result's
         publish(phase=phase, done=done, of=of, **({"rate": rate} if rate else {}))
 
     clock = StepClock(job.warmup, job.steps, progress=tell, max_steps=job.max_steps, queued=job.queued)

@@ -104,7 +104,11 @@ def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: f
     )
     theirs.close()
     worker = WarmWorker(engine, yolov5_dir, dict(env), process, ours, 0.0)
-    ready = worker._read(timeout_s)
+    try:
+        ready = worker._read(timeout_s)
+    except BaseException:  # Ctrl-C while it imports: it goes with us
+        worker.close()
+        raise
     if ready is None or not ready.get("ready"):
         worker.close()
         err = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
@@ -118,7 +122,7 @@ def warm_worker(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> Ite
     """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start)."""
     try:
         worker: WarmWorker | None = start(engine, yolov5_dir, env)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError):  # jobs run cold
         worker = None
     token = _CURRENT.set(worker)
     try:

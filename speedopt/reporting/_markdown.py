@@ -292,6 +292,22 @@ def _trials(table: pd.DataFrame, base: TrialRecord | None) -> list[str]:
     return lines + [""]
 
 
+def _pruned(study: optuna.Study) -> list[str]:
+    """Trials stopped part-way by the pruner (clearly slower than the best), with the running rate they had."""
+    from optuna.trial import TrialState
+
+    pruned = [t for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)) if t.user_attrs.get("pruned")]
+    if not pruned:
+        return []
+    lines = ["Pruned part-way (Optuna pruning on the running images/s; not counted as complete trials):", ""]
+    lines += [f"- trial {t.number} `{_cell(_params_text(t.params))}`: {t.user_attrs['pruned']}" for t in pruned]
+    return lines + [""]
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={value_text(v)}" for k, v in sorted(params.items()))
+
+
 def _ended_early(result: SearchOutcome) -> list[str]:
     """Trials whose run ended early (interrupted, killed, lost their worker) and the trial that retried each."""
     if not result.failed:
@@ -399,7 +415,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += verified_section(study)
     md += _command(recommendation(result), epochs)
     md += _honoured(p) + _warm_start(p, done)
-    md += ceilings_section(study, result)
+    md += ceilings_section(study, result) + _pruned(study)
     md += _trials(table, base) + scaling_section(done) + memory_section(done) + _ended_early(result)
     md += _bottlenecks(p, done, projections, epochs) + _importance(study, done)
     for title, fig in figs:

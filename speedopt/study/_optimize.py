@@ -226,12 +226,21 @@ def _reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, 
 
 
 def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | TrialResult) -> int | None:
-    """The earlier trial that measured the same config (as asked, or as it will run), if any."""
+    """The earlier trial that measured the same config (as asked, or as it will run), if any; a trial the
+    pruner stopped counts too (measured far enough to know it is slow: never again)."""
+    from optuna.trial import TrialState
+
     runs = request.knobs if isinstance(request, TrialRequest) else None
     for r in records(study):
         if r.result.requested == asked or (runs is not None and r.config == runs):
             return r.number
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        if t.user_attrs.get(PRUNED_CONFIG) == asked.to_dict():
+            return t.number
     return None
+
+
+PRUNED_CONFIG = "pruned_config"  # the knobs (as asked) of a trial the pruner stopped
 
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
@@ -268,6 +277,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
         try:
             result = memory_mod.record(_measure(plan, request, view, inputs, None if baseline else trial), prediction)
         except optuna.TrialPruned as exc:
+            trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
             view.waiting(f"trial {trial.number}: {exc}")
             raise
         stored = result.to_dict()
@@ -306,8 +316,8 @@ def _stop_at_ceiling(plan: SearchPlan, view: View, inputs: _Inputs) -> Callable[
     def check(study: optuna.Study, trial: FrozenTrial) -> None:
         best = best_trial(records(study))
         sampled = set(plan.protocol.space.sampled())
-        if sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS):
-            return  # either ceiling may rise with a knob the search varies: it never stops at one config's
+        if (sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS)) or "gpus" in sampled:
+            return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
         view.waiting(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")

@@ -19,7 +19,8 @@ from speedopt.quality import CACHE_STUDY
 from tests.conftest import run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
-FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0"]
+FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0",
+        "--no-stop-at-ceiling", "--prune-margin", "0"]  # every trial runs to its end: these tests count them
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 
 
@@ -39,18 +40,24 @@ def _study(url):
 
 
 def _job_kind(process):
-    """The kind of job a speedopt child process runs ("trial", "labels", ...), None for any other process."""
+    """The kind of job a speedopt job process runs ("trial", "labels", ...), None for any other process. A job
+    runs in its private folder (its working directory holds the request), started cold (``-m
+    speedopt.measure._child``) or forked from the search's warm worker (``-m speedopt.measure._warm``)."""
     try:
-        argv = process.cmdline()
-        if "speedopt.measure._child" not in argv:
+        if not _speedopt_process(process.cmdline()):
             return None
-        return json.loads((Path(argv[-1]) / "request.json").read_text()).get("kind")
+        return json.loads((Path(process.cwd()) / "request.json").read_text()).get("kind")
     except (psutil.Error, OSError, ValueError):
         return None
 
 
+def _speedopt_process(argv):
+    return "speedopt.measure._child" in argv or "speedopt.measure._warm" in argv
+
+
 def _trial_processes():
-    return [p for p in psutil.process_iter(["cmdline"]) if "speedopt.measure._child" in " ".join(p.info["cmdline"] or [])]
+    """Every job process, and warm worker, still running."""
+    return [p for p in psutil.process_iter(["cmdline"]) if _speedopt_process(p.info["cmdline"] or [])]
 
 
 @pytest.mark.slow

@@ -76,10 +76,11 @@ def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
         if update.get("phase") == "measure" and update.get("rate"):
             raise optuna.TrialPruned("forced")
 
+    before = {p.pid for p in _our_children()}  # earlier tests' processes are not this trial's
     with pytest.raises(optuna.TrialPruned):
         run_trial(request, progress=prune_at_first_step)
     assert any(u.get("rate", 0) > 0 for u in seen)  # the child reported a running rate
-    assert _our_children() == []
+    assert [p for p in _our_children() if p.pid not in before] == []
     assert _folders_of_this_process() == []  # its private folder went with it
 
 
@@ -104,3 +105,31 @@ def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
     assert frozen.intermediate_values == {1: 20.0, 3: 20.0}
     assert "pruned after 3 measured steps at 20.0 images/s" in frozen.user_attrs["pruned"]
     assert frozen.state is TrialState.RUNNING  # Optuna marks it PRUNED when the objective raises
+
+
+def test_the_report_lists_pruned_trials_and_their_reason():
+    from speedopt.reporting._markdown import _pruned
+
+    study = _study_with_best(100.0)
+    why = pruned_text(30.0, 4, study, 0.5)
+    study.add_trial(optuna.trial.create_trial(
+        state=TrialState.PRUNED, params={"cache": "ram"}, distributions={"cache": optuna.distributions.CategoricalDistribution(["none", "ram"])},
+        user_attrs={"pruned": why},
+    ))
+    study.add_trial(optuna.trial.create_trial(state=TrialState.PRUNED, params={}, distributions={}, user_attrs={"duplicate_of": 0}))
+    lines = _pruned(study)
+    assert any("trial 1 `cache=ram`: pruned after 4 measured steps at 30.0 images/s" in line for line in lines)
+    assert not any("trial 2" in line for line in lines)  # a duplicate is not a pruned measurement
+
+
+def test_a_pruned_config_is_never_measured_again():
+    """Pruned trials do not count as complete, so without this the sampler would propose the slow config forever."""
+    from speedopt.study._optimize import PRUNED_CONFIG, duplicate_of
+
+    study = optuna.create_study(direction="maximize")
+    slow = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False, cache="disk")
+    study.add_trial(optuna.trial.create_trial(state=TrialState.PRUNED, params={}, distributions={},
+                                              user_attrs={PRUNED_CONFIG: slow.to_dict(), "pruned": "slow"}))
+    failed = TrialResult(Status.ERROR, "not run", slow, slow, "cpu", "ultralytics")
+    assert duplicate_of(study, slow, failed) == 0
+    assert duplicate_of(study, KNOBS, failed) is None
