@@ -20,7 +20,7 @@ from speedopt.engines.yolov5 import Yolov5Engine
 from speedopt.knobs import Knobs
 from speedopt.status import Status
 from speedopt.study import outcome
-from tests.conftest import TINY, run_cli
+from tests.conftest import EVERY_CONFIG, TINY, run_cli
 
 CLASSIC = ["--engine", "yolov5"]
 
@@ -130,7 +130,7 @@ def test_classic_search_prints_a_train_py_command_that_parses_back_to_the_best(c
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--space", str(space),
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1",
         "--device", "cpu", "--seed", "1", "--probe-epochs", "1", "--probe-fraction", "0.5", "--repeats", "2",
-        "--finalists", "1", "--no-stop-at-ceiling", "--prune-margin", "0", *CLASSIC, cwd=tmp_path,
+        "--finalists", "1", *EVERY_CONFIG, *CLASSIC, cwd=tmp_path,
         timeout=900,  # three ~8 s trials and tiny probes, but the host lock may first wait for another search
     )
     assert done.returncode == 0, done.stderr

@@ -18,13 +18,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.conftest import TINY, free_port
+from tests.conftest import EVERY_CONFIG, TINY, free_port
 from tests.faults.conftest import Faults, freeze, no_traceback, one_line_error
 
 # Trials in these cases: the smallest real search speedopt can run (the baseline pinned to it too).
 TINY_SEARCH = [
     "--quality", "off", "--trials", "2", "--repeats", "0", "--steps", "3", "--warmup", "1", "--device", "cpu",
-    "--fix", "model=yolov5n", "--fix", "imgsz=64", "--fix", "batch=4", "--no-stop-at-ceiling", "--prune-margin", "0",
+    "--fix", "model=yolov5n", "--fix", "imgsz=64", "--fix", "batch=4", *EVERY_CONFIG,
 ]
 
 

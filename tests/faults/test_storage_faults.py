@@ -23,7 +23,7 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
-from tests.conftest import free_port
+from tests.conftest import EVERY_CONFIG, free_port
 from tests.faults.conftest import Faults, freeze, no_traceback, one_line_error
 
 PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
@@ -31,7 +31,7 @@ SECRET = "S3cr3t-pw"
 BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
 # The smallest real search: quality off, no finals, tiny images.
 TINY = ["--quality", "off", "--steps", "3", "--warmup", "1", "--device", "cpu", "--baseline", BASELINE, "--no-report",
-        "--no-stop-at-ceiling", "--prune-margin", "0"]
+        *EVERY_CONFIG]
 
 
 def _closed_port_url(scheme: str = "postgresql") -> str:
@@ -353,7 +353,7 @@ def test_ctrl_c_at_the_baseline_is_one_line_and_the_rerun_retries_the_baseline(f
     url = f"sqlite:///{faults.work}/s.db"
     # --repeats 2: the rerun's finals must name the baseline that actually ran.
     args = ["search", "--data", str(data), "--storage", url, "--study", "cc", "--trials", "2", "--repeats", "2",
-            "--finalists", "1", "--no-stop-at-ceiling", "--prune-margin", "0", *TINY]
+            "--finalists", "1", *EVERY_CONFIG, *TINY]
     env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
     proc = subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,7 +10,7 @@ from speedopt.data import load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.status import Status
-from tests.conftest import run_cli
+from tests.conftest import EVERY_CONFIG, run_cli
 
 
 def test_parse_max_loss():
@@ -125,7 +125,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
         "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),
         "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3",
         "--warmup", "1", "--device", "cpu", "--probe-epochs", "30", "--probe-fraction", "1", "--no-report",
-        "--repeats", "0", "--no-stop-at-ceiling", "--prune-margin", "0",
+        "--repeats", "0", *EVERY_CONFIG,
     ]
     tight = run_cli(*common, "--max-map-loss", "0.01", "--study", "tight", cwd=tmp_path, timeout=1200)
     assert tight.returncode == 0, tight.stderr
@@ -157,7 +157,7 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1", "--device", "cpu",
-        "--repeats", "0", "--no-stop-at-ceiling", "--prune-margin", "0", cwd=tmp_path,
+        "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path,
 
     )
     assert done.returncode == 0, done.stderr

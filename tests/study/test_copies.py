@@ -117,7 +117,7 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
 
     import optuna
 
-    from tests.conftest import run_cli
+    from tests.conftest import EVERY_CONFIG, run_cli
 
     work = tmp_path / "work"
     work.mkdir()
@@ -126,7 +126,7 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
     done = run_cli(
         "search", "--data", str(yaml_path), "--trials", "2", "--storage", url, "--study", "d", "--prepare", "png",
         "--quality", "off", "--baseline", "model=yolov5n imgsz=64 batch=2 workers=0", "--fix", "cache=none",
-        "--steps", "3", "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", "--no-stop-at-ceiling", "--prune-margin", "0", cwd=work, timeout=900,
+        "--steps", "3", "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=work, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "prepare: copy at imgsz=64" in done.stderr

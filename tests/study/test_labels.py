@@ -14,7 +14,7 @@ from speedopt.measure import LABELS_ATTR, LabelCaches, TrialResult
 from speedopt.status import Status
 from speedopt.study import SearchConfig, plan, run
 from speedopt.study import _optimize as optimize_mod
-from tests.conftest import run_cli
+from tests.conftest import EVERY_CONFIG, run_cli
 
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 
@@ -117,7 +117,7 @@ def test_a_real_search_builds_the_label_cache_once_and_no_trial_scans(tmp_path):
     args = ["search", "--data", str(data), "--trials", "2", "--storage", url, "--study", "s", "--baseline",
             "model=yolov5n imgsz=64 batch=2 workers=0", "--fix", "model=yolov5n",
             "--steps", "2", "--max-steps", "2", "--warmup", "1", "--device", "cpu", "--quality", "off",
-            "--repeats", "0", "--no-report", "--no-stop-at-ceiling", "--prune-margin", "0"]  # both configs measured, whatever is faster
+            "--repeats", "0", "--no-report", *EVERY_CONFIG]  # both configs measured, whatever is faster
     space = tmp_path / "space.yaml"
     space.write_text("cache: [none, disk]\n")  # two configs: the baseline's and one more
     done = run_cli(*args, "--space", str(space), cwd=tmp_path, timeout=900)

@@ -16,11 +16,11 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.quality import CACHE_STUDY
-from tests.conftest import run_cli
+from tests.conftest import EVERY_CONFIG, run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
 FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0",
-        "--no-stop-at-ceiling", "--prune-margin", "0"]  # every trial runs to its end: these tests count them
+        *EVERY_CONFIG]  # every trial runs to its end: these tests count them
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 
 

@@ -11,7 +11,7 @@ from speedopt import data as dataset
 from speedopt.knobs import Knobs
 from speedopt.quality import CACHE_STUDY
 from speedopt.study import Domain, Space, adapt
-from tests.conftest import run_cli
+from tests.conftest import EVERY_CONFIG, run_cli
 
 BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "gpus": ["NVIDIA H200"]},
        "gpus": [{"name": "NVIDIA H200", "memory_mb": 143771}], "ram_total_gb": 1024}
@@ -57,7 +57,7 @@ def test_warm_start_from_a_bigger_machine(demo_yaml, tmp_path):
         "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "warm",
         "--warm-start", f"{tmp_path / 'big.db'}::big-h200", "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0",
         "--fix", "model=yolov5n", "--fix", "freeze=0", "--space", str(_space(tmp_path)), "--ram-limit", "0.001",
-        "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", "--no-stop-at-ceiling", "--prune-margin", "0",
+        "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", *EVERY_CONFIG,
         cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stderr

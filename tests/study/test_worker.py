@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from tests.conftest import run_cli
+from tests.conftest import EVERY_CONFIG, run_cli
 
 PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
 
@@ -18,7 +18,7 @@ def _seed_study(demo_yaml, url, name, cwd, trials=1):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", str(trials), "--storage", url, "--study", name,
         "--quality", "off", "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3",
-        "--warmup", "1", "--device", "cpu", "--no-report", "--no-stop-at-ceiling", "--prune-margin", "0", cwd=cwd,
+        "--warmup", "1", "--device", "cpu", "--no-report", *EVERY_CONFIG, cwd=cwd,
     )
     assert done.returncode == 0, done.stderr
     return optuna.load_study(study_name=name, storage=url)
