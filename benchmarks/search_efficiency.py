@@ -21,7 +21,7 @@ model, imgsz and batch are accuracy knobs: a search varies them only under the m
 cheap probes (--probe-epochs 1 on --probe-fraction of the train set) and --max-map-loss 1 (absolute:
 every config passes, as in the grid, which judges no accuracy); the probes' time counts in its wall time.
 
-    python benchmarks/search_efficiency.py [--budget 8] [--steps 10] [--warmup 3] [--imgsz 96,128,160] [--small] [--keep DIR]
+    python benchmarks/search_efficiency.py [--budget 8] [--steps 10] [--warmup 3] [--imgsz 96,128,160] [--ceiling-rank on] [--small] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class Timeline(study.View):
         self.trials: list[tuple[float, float]] = []  # (started, finished) of each trial measured, probes included
         self.pruned: list[tuple[float, float]] = []  # trials stopped part-way (a pruner), never finished
         self.probe_s = 0.0
+        self.rank_s, self._rank_from = 0.0, None  # ceiling ranking's jobs (before the first trial), when it ran
         self.fit_s, self.fits = 0.0, 0  # memory fits: two short trials before a new cache=ram signature's first trial
         self._fit_from: float | None = None
         self.finals_at: float | None = None
@@ -95,6 +96,11 @@ class Timeline(study.View):
             self._probe_from = self._measured
 
     def waiting(self, message: str) -> None:
+        if message.startswith("ceiling ranking: ") and "measuring them" in message:
+            self._rank_from = time.monotonic()
+        elif message.startswith("ceiling ranking: ranked") and self._rank_from is not None:
+            self.rank_s = time.monotonic() - self._rank_from
+            self.say(f"search {message}")
         if message.startswith("memory: fitting"):
             self._fit_from, self.fits = time.monotonic(), self.fits + 1
         if self._number is not None and message.startswith(f"trial {self._number}: "):  # how a search says it pruned one
@@ -154,7 +160,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             study="search-efficiency", space_file=str(space_file), baseline=baseline, steps=args.steps,
             warmup=args.warmup, finalists=args.finalists, repeats=args.repeats, seed=args.seed, device="cpu",
             quality="probe", max_map_loss="1", probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
-            ablate=args.ablation, warm=not args.cold, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
+            ablate=args.ablation, warm=not args.cold, ceiling_rank=args.ceiling_rank, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
         )
 
     planned = study.plan(config(grid_yaml))  # the space exactly as the search will see it (no storage touched)
@@ -214,7 +220,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(f"search: {outcome.complete} trials ({outcome.counts_text()}), budget {args.budget}, "
           f"finals {args.finalists} x {args.repeats} rounds, in {search_s:.1f} s"
           + (f"; stopped early: {outcome.stopped}" if outcome.stopped else ""))
-    print(f"search phases: set-up and label cache {first - started:.1f} s; {len(timeline.trials)} trials measured "
+    print(f"search phases: set-up, label cache and ceiling ranking {first - started:.1f} s (ranking {timeline.rank_s:.1f} s); "
+          f"{len(timeline.trials)} trials measured "
           f"{trials_s:.1f} s (of which quality probes about {timeline.probe_s:.1f} s, {timeline.fits} cache=ram memory fits of two short trials "
           f"about {timeline.fit_s:.1f} s); {len(timeline.pruned)} trials "
           f"stopped part-way {pruned_s:.1f} s; between trials (sampler, ceiling checks) {between_s:.1f} s; "
@@ -264,6 +271,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the search's sampler seed")
     parser.add_argument("--ablation", action="store_true", help="let the search run its ablation after the finals")
     parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search never stops at a ceiling")
+    parser.add_argument("--ceiling-rank", choices=("auto", "on", "off"), default="auto", help="the search's --ceiling-rank (default auto)")
     parser.add_argument("--cold", action="store_true", help="every job of both sides in a fresh Python (default: a warm worker)")
     parser.add_argument("--small", action="store_true", help="a tiny run (4 configs, 2 trials): proves the script works")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (the data, the space file, the study)")

@@ -142,6 +142,12 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         help="start every trial in a fresh Python (by default each trial is a fresh process forked from one warm worker "
         "that imported torch and the trainer once: the same trial, without paying the imports every time)",
     )
+    parser.add_argument(
+        "--ceiling-rank", choices=("auto", "on", "off"), default="auto",
+        help="before the trials, measure every data and compute ceiling the space needs and run the configs whose "
+        "min(ceilings) is highest first; also skips configs whose ceilings cannot reach the best. auto (default): "
+        "only when those ceiling jobs are few (at most half the space's configs and at most --trials)",
+    )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument(
         "--stop-at-ceiling", type=fraction, default=defaults.STOP_AT_CEILING, metavar="SHARE",
@@ -177,7 +183,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
-        stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm,
+        stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
     )
 
 

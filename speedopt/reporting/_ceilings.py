@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
 from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
-from speedopt.study import CEILINGS_FOR_ATTR, SearchOutcome, TrialRecord, ceilings_of_config
+from speedopt.study import CEILINGS_FOR_ATTR, SearchOutcome, TrialRecord, ceilings_of_config, stored_ranking
 
 if TYPE_CHECKING:
     import optuna
@@ -59,8 +59,11 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
         if record is None or (role == "recommended" and rows and rows[0][1].number == record.number):
             continue
         rows.append((role, record, ceilings_of_config(study, record.config)))
+    ranking = stored_ranking(study.user_attrs)
+    ranked = [] if ranking is None else [f"- Ceiling ranking: {ranking.message}" + (f" ({ranking.wall_s:.0f} s of ceiling jobs)." if ranking.ran else ".")]
+    ranked += [f"  - bound {top:.1f} images/s: `{knobs_text(knobs)}`" for knobs, top in (ranking.enqueued if ranking else ())]
     if not rows:
-        return []
+        return ["## Ceilings", "", *ranked, ""] if ranking is not None and ranking.ran else []
     lines = [
         "## Ceilings: how far from what this machine could do", "",
         "Data ceiling: images/s of the trainer's own train loader alone (same workers, cache, imgsz, batch, augmentation), "
@@ -89,7 +92,8 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
             f"- The study measured {len(spent)} ceiling(s) ({sum(c.wall_s or 0 for c in spent):.0f} s in all, set-up included); "
             "the workers=0 bound applies where the loader has no workers (loading and computing take turns)."
         )
+    lines += ranked
     stopped = result.stopped or ""
-    if "min(ceilings)" in stopped:
+    if "min(ceilings)" in stopped or "from their ceilings" in stopped:
         lines.append(f"- The search stopped early: {stopped}.")
     return [*lines, ""]

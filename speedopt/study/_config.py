@@ -44,3 +44,4 @@ class SearchConfig:
     warm: bool = True  # fork every job from one warm worker (torch and the trainer imported once); False: each job cold
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop when the best config reaches this share of min(its ceilings); 0: never
+    ceiling_rank: str = "auto"  # auto | on | off: measure the space's ceilings first and its highest-bound configs first

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from speedopt.study import _ablation as ablation_mod
 from speedopt.study import _ceilings as ceilings_mod
 from speedopt.study import _finals as finals_mod
 from speedopt.study import _memory as memory_mod
+from speedopt.study import _rank as rank_mod
 from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
@@ -247,6 +249,20 @@ PRUNED_CONFIG = "pruned_config"  # the knobs (as asked) of a trial the pruner st
 DUPLICATE_LIMIT = 25
 
 
+def _not_run(trial: optuna.Trial, plan: SearchPlan, knobs: Knobs, request: TrialRequest | TrialResult) -> str | None:
+    """Why a sampled config is not measured: measured before, or its ceilings cannot reach the best (None: measure it)."""
+    earlier = duplicate_of(trial.study, knobs, request)
+    if earlier is not None:
+        trial.set_user_attr("duplicate_of", earlier)
+        return f"config already measured in trial {earlier}"
+    runs = request.knobs if isinstance(request, TrialRequest) else knobs
+    why = rank_mod.hopeless(runs, ceilings_mod.known(trial.study), best_feasible(trial.study), plan.protocol.prune_margin)
+    if why is not None:
+        trial.set_user_attr("pruned", why)
+        trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
+    return why
+
+
 def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> Callable[[optuna.Trial], float]:
     repeats = {"in_a_row": 0}
 
@@ -259,14 +275,15 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
         knobs = plan.protocol.baseline if baseline else suggested
 
         request = _prepare(plan, knobs, inputs)
-        earlier = None if baseline else duplicate_of(trial.study, knobs, request)
-        if earlier is not None:  # not measured again as a new trial: the budget goes to new configs
-            trial.set_user_attr("duplicate_of", earlier)
+        why = None if baseline else _not_run(trial, plan, knobs, request)
+        if why is not None:  # not measured as a new trial: the budget goes to configs that may win
             repeats["in_a_row"] += 1
             if repeats["in_a_row"] >= DUPLICATE_LIMIT:
-                trial.study.set_user_attr("stopped", f"the sampler proposed only measured configs {DUPLICATE_LIMIT} times in a row: the space is used up")
+                trial.study.set_user_attr(
+                    "stopped", f"the sampler proposed only measured or hopeless configs {DUPLICATE_LIMIT} times in a row: the space is used up"
+                )
                 trial.study.stop()
-            raise optuna.TrialPruned(f"config already measured in trial {earlier}")
+            raise optuna.TrialPruned(why)
         repeats["in_a_row"] = 0
         view.trial_started(trial.number, knobs)
         prediction = None
@@ -316,10 +333,16 @@ def _stop_at_ceiling(plan: SearchPlan, view: View, inputs: _Inputs) -> Callable[
     def check(study: optuna.Study, trial: FrozenTrial) -> None:
         best = best_trial(records(study))
         sampled = set(plan.protocol.space.sampled())
-        if (sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS)) or "gpus" in sampled:
-            return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
+        ranked = rank_mod.stored(study.user_attrs.get(rank_mod.ATTR))
+        why = rank_mod.space_reached(best.images_per_s or 0.0, ranked, plan.protocol.stop_at_ceiling)
+        if why:  # every config of the space is bounded, and none could beat this one by more than the share
+            study.set_user_attr("stopped", why)
+            study.stop()
+            return
+        if (sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS)) or "gpus" in sampled:
+            return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         view.waiting(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = _ceilings_of(plan, study, best.config, view, inputs)
         why = None if found is None else ceilings_mod.reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled)
@@ -510,6 +533,8 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
         plan.study_name, on_wait=view.waiting, progress=view.trial_progress,
     )
     objective = interrupts.guard(_guarded(_objective(plan, view, judge, inputs), p.trials))
+    if plan.create:
+        _rank(plan, study, view, inputs)
     with interrupts.quiet():
         _fill(study, storage, objective, plan, view, _stop_at_ceiling(plan, view, inputs))
     if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
@@ -518,6 +543,42 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
         _ends_ceilings(plan, study, view, inputs)
     elif plan.create and _full(study, p.trials):
         view.waiting("finals wait for trials still running on other workers: rerun this command when they are done")
+
+
+def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
+    """Once per study, before its first trial completes: bound every config by its ceilings and enqueue the
+    highest first (:mod:`speedopt.study._rank`); the study keeps what it did (user attr ``ceiling_rank``)."""
+    from optuna.trial import TrialState
+
+    p = plan.protocol
+    if rank_mod.ATTR in study.user_attrs or _complete(study) or any(
+        t.state == TrialState.PRUNED for t in study.get_trials(deepcopy=False)
+    ):
+        return
+    grid = rank_mod.configs(p.space)
+    jobs = len(rank_mod.representatives(grid)) if grid is not None else 0
+    skip = (
+        "the space is too large to enumerate its ceilings" if grid is None
+        else "ceilings are measured on one GPU; this search varies gpus" if "gpus" in p.space.sampled()
+        else f"the {p.engine} engine measures no ceilings" if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings
+        else rank_mod.skip_mode(p.ceiling_rank, len(grid), jobs, p.trials)
+    )
+    if skip is not None or grid is None:
+        study.set_user_attr(rank_mod.ATTR, rank_mod.Ranking(len(grid or ()), jobs, False, skip or "").to_dict())
+        view.waiting(f"ceiling ranking: {skip}")
+        return
+    view.waiting(f"ceiling ranking: {jobs} ceiling jobs bound the space's {len(grid)} configs; measuring them before the trials")
+    started = time.monotonic()
+    for knobs in dict.fromkeys(rank_mod.representatives(grid).values()):
+        _ceilings_of(plan, study, knobs, view, inputs)
+    queued = [Knobs(**{**p.baseline.to_dict(), **(t.system_attrs.get("fixed_params") or t.params)}) for t in study.get_trials(deepcopy=False)]
+    ranking = rank_mod.rank(grid, ceilings_mod.known(study), rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
+    ranking = dataclasses.replace(ranking, wall_s=time.monotonic() - started)
+    sampled = p.space.sampled()
+    for knobs, top in ranking.enqueued:
+        study.enqueue_trial({k: v for k, v in knobs.to_dict().items() if k in sampled}, user_attrs={"role": "ceiling-rank", "bound": top})
+    study.set_user_attr(rank_mod.ATTR, ranking.to_dict())
+    view.waiting(f"ceiling ranking: {ranking.message} ({ranking.wall_s:.0f} s of ceiling jobs)")
 
 
 def _longest_s(plan: SearchPlan) -> float:

@@ -68,6 +68,8 @@ def _check_numbers(config: SearchConfig) -> None:
         raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
     if not 0.0 <= config.stop_at_ceiling <= 1.0:
         raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
+    if config.ceiling_rank not in ("auto", "on", "off"):
+        raise UsageError(f"--ceiling-rank must be auto, on or off, got {config.ceiling_rank!r}")
     if config.finalists < 1:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
     if config.repeats < 0 or config.repeats == 1:
@@ -136,6 +138,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         warm_start=warm,
         copies=data.copies,
         stop_at_ceiling=config.stop_at_ceiling,
+        ceiling_rank=config.ceiling_rank,
         prune_margin=config.prune_margin,
     )
     return SearchPlan(

@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
-from speedopt.study import CEILINGS_FOR_ATTR
+from speedopt.study import CEILINGS_FOR_ATTR, stored_ranking
 from speedopt.study._ceilings import reached
 from tests.conftest import run_cli
 
@@ -44,6 +44,8 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     assert sorted(name.split("|")[0] for name in found) == ["compute", "data"]
     assert all(c.ok and c.images_per_s > 0 for c in found.values())
     assert study.user_attrs[CEILINGS_FOR_ATTR] == {"baseline": 0, "recommended": 0}
+    ranking = stored_ranking(study.user_attrs)  # one config (the trainer runs workers=0 on a CPU): nothing to rank
+    assert ranking is not None and not ranking.ran and "nothing to rank" in ranking.message
     report = (tmp_path / "reports" / "ceil.md").read_text()
     section = report[report.index("## Ceilings"):]
     assert "| baseline (trial 0) |" in section and "compute ceiling" in section

@@ -1,0 +1,120 @@
+"""Ceilings that steer: the space bounded by its ceilings, the highest bounds measured first, hopeless configs skipped."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from speedopt.knobs import Knobs
+from speedopt.measure import CEILINGS_ATTR, Ceiling, stored_ceilings
+from speedopt.measure._ceilings import key_of
+from speedopt.study import Domain, Space
+from speedopt.study import _rank as rank
+from tests.conftest import run_cli
+
+
+def _space(**sampled: tuple[object, ...]) -> Space:
+    domains = {"model": Domain(choices=("yolov5n",)), "imgsz": Domain(choices=(96,)), "batch": Domain(choices=(4,)),
+               "workers": Domain(choices=(0,)), "cache": Domain(choices=("none",)), "amp": Domain(choices=(False,)),
+               "freeze": Domain(choices=(0,)), "gpus": Domain(choices=(1,))}
+    domains.update({k: Domain(choices=v) for k, v in sampled.items()})
+    return Space(domains)
+
+
+def _known(data: dict[tuple[int, str], float], compute: dict[str, float], grid: list[Knobs]) -> dict[str, Ceiling]:
+    """Ceilings by ``kind|key`` for the grid: data by (workers, cache), compute by model."""
+    known = {}
+    for k in grid:
+        for kind, speed in (("data", data[(k.workers, k.cache)]), ("compute", compute[k.model])):
+            key = key_of(kind, k)
+            known[f"{kind}|{key}"] = Ceiling(kind, key, "ok", "", speed, 0.02, 10, 3.0)
+    return known
+
+
+def test_the_space_is_enumerated_and_needs_one_job_per_ceiling_key():
+    grid = rank.configs(_space(workers=(0, 1, 2), cache=("none", "ram"), model=("yolov5n", "yolov5s")))
+    assert grid is not None and len(grid) == 12 and len(set(grid)) == 12
+    jobs = rank.representatives(grid)
+    assert sorted(name.split("|")[0] for name in jobs).count("data") == 6  # workers x cache
+    assert sorted(name.split("|")[0] for name in jobs).count("compute") == 2  # model
+    assert rank.configs(_space(workers=tuple(range(17)), batch=tuple(range(1, 17)), imgsz=tuple(range(32, 672, 32)))) is None
+
+
+def test_auto_ranks_only_when_the_ceiling_jobs_are_few():
+    assert rank.skip_mode("auto", 48, 14, 20) is None
+    assert "not few beside its configs" in (rank.skip_mode("auto", 12, 8, 20) or "")
+    assert "budget of 6 trials" in (rank.skip_mode("auto", 48, 14, 6) or "")
+    assert rank.skip_mode("on", 12, 8, 6) is None  # forced
+    assert "off" in (rank.skip_mode("off", 48, 14, 20) or "")
+    assert "nothing to rank" in (rank.skip_mode("on", 2, 3, 20) or "")
+
+
+def test_bounds_rank_the_grid_and_the_baseline_is_not_enqueued_again():
+    grid = rank.configs(_space(workers=(0, 2), cache=("none", "ram"), model=("yolov5n", "yolov5s")))
+    assert grid is not None
+    data = {(0, "none"): 20.0, (0, "ram"): 40.0, (2, "none"): 30.0, (2, "ram"): 60.0}
+    known = _known(data, {"yolov5n": 50.0, "yolov5s": 10.0}, grid)
+    # workers=0: loading and computing take turns, 1 / (1/40 + 1/50) = 22.2; workers=2: min(60, 50) = 50
+    assert rank.bound_of(Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, cache="ram", amp=False), known) == pytest.approx(22.22, abs=0.01)
+    best = Knobs(model="yolov5n", imgsz=96, batch=4, workers=2, cache="ram", amp=False)
+    ranking = rank.rank(grid, known, 2, skip=[best])
+    assert ranking.space_bound == pytest.approx(50.0)  # the skipped config still bounds the space
+    assert [b for _, b in ranking.enqueued] == [pytest.approx(30.0), pytest.approx(22.22, abs=0.01)]
+    assert ranking.enqueued[0][0].cache == "none" and ranking.enqueued[0][0].workers == 2
+    assert rank.Ranking.from_dict(ranking.to_dict()) == ranking
+    partial = rank.rank(grid, {k: v for k, v in known.items() if "yolov5s" not in k}, 3)
+    assert partial.space_bound is None  # a config without both ceilings: the space has no bound
+
+
+def test_a_config_whose_bound_cannot_reach_the_best_is_hopeless():
+    grid = rank.configs(_space(model=("yolov5n", "yolov5s")))
+    assert grid is not None
+    known = _known({(0, "none"): 1000.0}, {"yolov5n": 50.0, "yolov5s": 10.0}, grid)
+    small, large = grid
+    assert "bound it at 9.9 images/s" in (rank.hopeless(large, known, 40.0, 0.5) or "")
+    assert rank.hopeless(small, known, 40.0, 0.5) is None
+    assert rank.hopeless(large, known, 40.0, 0.0) is None  # --prune-margin 0: never
+    assert rank.hopeless(large, {}, 40.0, 0.5) is None  # no ceilings known: measure it
+
+
+def test_the_space_bound_stops_a_search():
+    ranking = rank.Ranking(8, 6, True, "ranked", (), 50.0)
+    assert "96% of the highest bound" in (rank.space_reached(48.0, ranking, 0.95) or "")
+    assert rank.space_reached(47.0, ranking, 0.95) is None
+    assert rank.space_reached(49.0, ranking, 0.0) is None
+    assert rank.space_reached(49.0, rank.Ranking(8, 6, False, "skipped"), 0.95) is None
+
+
+@pytest.mark.slow
+def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(demo_yaml, tmp_path):
+    """--ceiling-rank on forces the ranking on a 3-config space (auto would skip: 4 ceiling jobs for 3 configs; the
+    trainer runs workers=0 on a CPU, so cache is the one knob);
+    --stop-at-ceiling 1% forces the stop after the baseline, whatever this machine measures."""
+    url = f"sqlite:///{tmp_path}/r.db"
+    (tmp_path / "space.yaml").write_text("cache: [none, ram, disk]\n")
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "rank", "--quality", "off",
+        "--baseline", "model=yolov5n imgsz=64 batch=4 workers=0 cache=none", "--space", str(tmp_path / "space.yaml"),
+        "--steps", "3", "--warmup", "1", "--device", "cpu", "--ceiling-rank", "on", "--stop-at-ceiling", "1%", "--repeats", "0",
+        "--no-ablation", cwd=tmp_path, timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = optuna.load_study(study_name="rank", storage=url)
+    ranking = rank.stored_attr(study.user_attrs)
+    assert ranking is not None and ranking.ran and ranking.configs == 3 and ranking.jobs == 4, study.user_attrs.get(rank.ATTR)
+    found = stored_ceilings(study.user_attrs[CEILINGS_ATTR])
+    assert sorted(n.split("|")[0] for n in found) == ["compute"] + ["data"] * 3 and all(c.ok for c in found.values())
+    grid = rank.configs(study_space(study))
+    assert grid is not None
+    others = sorted((rank.bound_of(k, found) or 0.0 for k in grid if k.cache != "none"), reverse=True)
+    assert len(ranking.enqueued) == 1 and ranking.enqueued[0][1] == pytest.approx(others[0])
+    queued = [t for t in study.trials if t.user_attrs.get("role") == "ceiling-rank"]
+    assert len(queued) == 1 and queued[0].number == 1 and queued[0].state.name == "WAITING"
+    assert [t.number for t in study.trials if t.state.name == "COMPLETE"] == [0]
+    assert "highest bound of any of the space's 3 configs" in study.user_attrs["stopped"]
+    report = (tmp_path / "reports" / "rank.md").read_text()
+    assert "Ceiling ranking: ranked 3 configs" in report and "The search stopped early" in report
+
+
+def study_space(study: optuna.Study) -> Space:
+    return Space.from_dict(study.user_attrs["space"])
