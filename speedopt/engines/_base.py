@@ -180,8 +180,9 @@ class Engine(abc.ABC):
 
     def preload(self) -> None:
         """Import the trainer's modules, in a warm worker (:mod:`speedopt.measure._warm`) that forks each job
-        from them: imports only, no CUDA, no trainer, no patch (each job does those in its own child)."""
-        import torch  # noqa: F401
+        from them: imports only, no CUDA, no trainer, no patch (each job does those in its own child).
+        Engines that override it call it too."""
+        import torch._inductor.config  # noqa: F401 - torch, and what torch.use_deterministic_algorithms() imports (~2 s) in every trainer's init_seeds
 
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         """Train ``run.epochs`` epochs and return val mAP (the quality probe); engines with

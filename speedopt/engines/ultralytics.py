@@ -205,6 +205,7 @@ class UltralyticsEngine(Engine):
             SETTINGS.update(wanted)
 
     def preload(self) -> None:
+        super().preload()
         import ultralytics.data.build
         import ultralytics.models.yolo.detect  # noqa: F401
 

@@ -234,7 +234,7 @@ class Yolov5Engine(Engine):
     def preload(self) -> None:
         # torch only: train.py makes its default paths (--hyp, --cfg) relative to the working directory at
         # import, which is the job's own folder only in the job's process
-        import torch  # noqa: F401
+        super().preload()
 
     def probe(self, run: ProbeRun, progress: Callable[[int, int], None]) -> ProbeScores:
         seen: dict[str, Any] = {}

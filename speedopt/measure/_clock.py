@@ -38,6 +38,11 @@ class StepStats:
     step_s: tuple[float, ...] = ()  # every measured step's interval, in order (the trace behind the figures)
 
 
+def preload() -> None:
+    """Import what :func:`t_quantiles` needs (scipy.stats, about 1 s), in a warm worker, once for every job."""
+    import scipy.stats  # noqa: F401
+
+
 def t_quantiles(most: int, level: float = LEVEL) -> list[float]:
     """Student's t quantiles for a two-sided ``level`` interval of a mean of n samples, indexed by n (0..most).
 
