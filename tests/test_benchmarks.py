@@ -52,7 +52,7 @@ def test_search_efficiency_runs():
     assert figure(r"^space: (\d+) configs", out).group(1) == "4"
     assert figure(r"^grid: +(\d+) configs in ([\d.]+) s", out).group(1) == "4"
     figure(r"^search: \d+ trials .* in [\d.]+ s", out)
-    figure(r"^search phases: set-up and label cache [\d.]+ s; \d+ trials measured", out)
+    figure(r"^search phases: set-up, label cache and ceiling ranking [\d.]+ s \(ranking [\d.]+ s\); \d+ trials measured", out)
     ratio = float(figure(r"^search wall / grid wall: ([\d.]+) \(", out).group(1))
     assert ratio > 0
     assert float(figure(r"^grid best: ([\d.]+) images/s", out).group(1)) > 0
