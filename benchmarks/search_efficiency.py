@@ -271,7 +271,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the search's sampler seed")
     parser.add_argument("--ablation", action="store_true", help="let the search run its ablation after the finals")
     parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search never stops at a ceiling")
-    parser.add_argument("--ceiling-rank", choices=("auto", "on", "off"), default="auto", help="the search's --ceiling-rank (default auto)")
+    parser.add_argument("--ceiling-rank", choices=study.RANK_MODES, default="auto", help="the search's --ceiling-rank (default auto)")
     parser.add_argument("--cold", action="store_true", help="every job of both sides in a fresh Python (default: a warm worker)")
     parser.add_argument("--small", action="store_true", help="a tiny run (4 configs, 2 trials): proves the script works")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (the data, the space file, the study)")

@@ -15,7 +15,7 @@ from speedopt.cli._progress import view_for
 from speedopt.knobs import knobs_text
 from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
-from speedopt.study import SearchConfig, SearchOutcome
+from speedopt.study import RANK_MODES, SearchConfig, SearchOutcome
 
 NAME = "search"
 EPILOG = (
@@ -143,7 +143,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "that imported torch and the trainer once: the same trial, without paying the imports every time)",
     )
     parser.add_argument(
-        "--ceiling-rank", choices=("auto", "on", "off"), default="auto",
+        "--ceiling-rank", choices=RANK_MODES, default="auto",
         help="before the trials, measure every data and compute ceiling the space needs and run the configs whose "
         "min(ceilings) is highest first; also skips configs whose ceilings cannot reach the best. auto (default): "
         "only when those ceiling jobs are few (at most half the space's configs and at most --trials)",

@@ -16,6 +16,7 @@ from speedopt.study._optimize import QuietView, View, best_feasible, run, sugges
 from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome, recommended_trial
 from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.study._protocol import OBJECTIVE, StudyProtocol
+from speedopt.study._rank import MODES as RANK_MODES
 from speedopt.study._rank import Ranking
 from speedopt.study._rank import stored_attr as stored_ranking
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
@@ -38,6 +39,7 @@ from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 __all__ = [
     "CEILINGS_FOR_ATTR",
     "ceilings_of_config",
+    "RANK_MODES",
     "Ranking",
     "stored_ranking",
     "OBJECTIVE",

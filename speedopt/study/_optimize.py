@@ -335,7 +335,7 @@ def _stop_at_ceiling(plan: SearchPlan, view: View, inputs: _Inputs) -> Callable[
         sampled = set(plan.protocol.space.sampled())
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
-        ranked = rank_mod.stored(study.user_attrs.get(rank_mod.ATTR))
+        ranked = rank_mod.stored_attr(study.user_attrs)
         why = rank_mod.space_reached(best.images_per_s or 0.0, ranked, plan.protocol.stop_at_ceiling)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
             study.set_user_attr("stopped", why)
@@ -547,7 +547,7 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
 
 def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
     """Once per study, before its first trial completes: bound every config by its ceilings and enqueue the
-    highest first (:mod:`speedopt.study._rank`); the study keeps what it did (user attr ``ceiling_rank``)."""
+    highest first (:mod:`speedopt.study._rank`); the study keeps what it did (user attr ``ceiling_ranking``)."""
     from optuna.trial import TrialState
 
     p = plan.protocol

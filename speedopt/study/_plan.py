@@ -33,6 +33,7 @@ from speedopt.measure import (
     ram_limit_bytes,
 )
 from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
+from speedopt.study import _rank as rank_mod
 from speedopt.study import _space as space_mod
 from speedopt.study import _warmstart as warmstart
 from speedopt.study._config import SearchConfig
@@ -68,7 +69,7 @@ def _check_numbers(config: SearchConfig) -> None:
         raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
     if not 0.0 <= config.stop_at_ceiling <= 1.0:
         raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
-    if config.ceiling_rank not in ("auto", "on", "off"):
+    if config.ceiling_rank not in rank_mod.MODES:
         raise UsageError(f"--ceiling-rank must be auto, on or off, got {config.ceiling_rank!r}")
     if config.finalists < 1:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")

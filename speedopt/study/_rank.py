@@ -159,11 +159,7 @@ def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float) 
     )
 
 
-def stored(attr: Any) -> Ranking | None:
-    """The ranking a study keeps (user attr :data:`ATTR`), or None."""
-    return Ranking.from_dict(attr) if isinstance(attr, dict) else None
-
-
 def stored_attr(attrs: Mapping[str, Any]) -> Ranking | None:
-    """The ranking in a study's user attrs, or None."""
-    return stored(attrs.get(ATTR))
+    """The ranking a study keeps in its user attrs (:data:`ATTR`), or None."""
+    attr = attrs.get(ATTR)
+    return Ranking.from_dict(attr) if isinstance(attr, dict) else None
