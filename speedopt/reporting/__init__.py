@@ -6,7 +6,7 @@ dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs o
 """
 
 from speedopt.reporting._bottleneck import Diagnosis, diagnose
-from speedopt.reporting._dashboard import check_address, feasible_best, serve
+from speedopt.reporting._dashboard import check_address, feasible_best, serve, study_page, users_studies
 from speedopt.reporting._filename import ReportFiles, inside, report_files, safe_name
 from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._loggers import LoggerIntegration, logger_integrations
@@ -36,7 +36,9 @@ __all__ = [
     "report_files",
     "safe_name",
     "serve",
+    "study_page",
     "trial_table",
+    "users_studies",
     "validation_time",
     "verified_section",
     "verify",

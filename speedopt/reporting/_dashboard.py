@@ -3,7 +3,9 @@
 optuna-dashboard takes a study's best trial from ``storage.get_best_trial``, which knows nothing of
 constraints: it would crown a fast trial that the mAP constraint rejected. Here the storage answers
 with :func:`speedopt.study.best_trial` (Optuna's own ``Study.best_trial`` agrees), and falls back to
-the plain answer for studies speedopt did not make.
+the plain answer for studies speedopt did not make. Its study list (``storage.get_all_studies``, the
+dashboard's one call for it) leaves out speedopt's internal probe-cache study, an empty MINIMIZE study
+that is no user's.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
+from speedopt.quality import CACHE_STUDY
 from speedopt.study import Finals, TrialRecord, open_storage, recommended_trial
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
+    from optuna.study._frozen import FrozenStudy
     from optuna.trial import FrozenTrial
 
 
@@ -37,6 +41,23 @@ def feasible_best(storage: BaseStorage) -> BaseStorage:
 
     storage.get_best_trial = types.MethodType(best, storage)  # type: ignore[method-assign]
     return storage
+
+
+def users_studies(storage: BaseStorage) -> BaseStorage:
+    """``storage`` with ``get_all_studies`` leaving out speedopt's internal studies (the probe cache)."""
+    every = storage.get_all_studies
+
+    def studies(self: BaseStorage) -> list[FrozenStudy]:
+        return [s for s in every() if s.study_name != CACHE_STUDY]
+
+    storage.get_all_studies = types.MethodType(studies, storage)  # type: ignore[method-assign]
+    return storage
+
+
+def study_page(host: str, port: int, study_id: int | None = None) -> str:
+    """The dashboard's address: its study list, or one study's page."""
+    where = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}/dashboard"
+    return where if study_id is None else f"{where}/studies/{study_id}"
 
 
 def check_address(host: str, port: int) -> None:
@@ -75,4 +96,4 @@ def serve(storage_url: str | None, host: str, port: int) -> None:
     """Serve the dashboard until interrupted (blocks); :func:`check_address` first says why it could not."""
     from optuna_dashboard import run_server
 
-    run_server(feasible_best(open_storage(storage_url)), host=host, port=port)
+    run_server(users_studies(feasible_best(open_storage(storage_url))), host=host, port=port)

@@ -14,11 +14,11 @@ from optuna.trial import TrialState, create_trial
 from tests.conftest import free_port
 
 
-def _serve(work, url):
+def _serve(work, url, *extra):
     port = free_port()
     log = open(work / f"dashboard-{port}.log", "w")  # a file, not a pipe: request logs never block the server
     proc = subprocess.Popen(
-        [sys.executable, "-m", "speedopt", "dashboard", "--storage", url, "--port", str(port)],
+        [sys.executable, "-m", "speedopt", "dashboard", "--storage", url, "--port", str(port), *extra],
         cwd=work, stdout=log, stderr=subprocess.STDOUT, text=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -106,3 +106,37 @@ def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_probe_cache_is_not_listed_and_study_prints_its_page(tmp_path):
+    from speedopt.quality import CACHE_STUDY
+
+    url = f"sqlite:///{tmp_path}/list.db"
+    optuna.create_study(study_name="mine", storage=url, direction="maximize")
+    optuna.create_study(study_name=CACHE_STUDY, storage=url)  # as the quality probes make it
+    mine = optuna.storages.RDBStorage(url).get_study_id_from_name("mine")
+    proc, base = _serve(tmp_path, url, "--study", "mine")
+    try:
+        assert [s["study_name"] for s in _get(f"{base}/api/studies")["study_summaries"]] == ["mine"]
+        banner = next(line for p in tmp_path.glob("dashboard-*.log") for line in p.read_text().splitlines() if "speedopt dashboard:" in line)
+        assert banner.endswith(f"{base}/dashboard/studies/{mine} (Ctrl+C stops)"), banner
+        with urllib.request.urlopen(f"{base}/dashboard/studies/{mine}", timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("name", ["nope", "speedopt-probe-cache"])
+def test_study_that_is_not_the_users_is_one_line_and_exit_2(tmp_path, name):
+    from speedopt.quality import CACHE_STUDY
+
+    url = f"sqlite:///{tmp_path}/one.db"
+    optuna.create_study(study_name="mine", storage=url, direction="maximize")
+    optuna.create_study(study_name=CACHE_STUDY, storage=url)
+    done = subprocess.run(
+        [sys.executable, "-m", "speedopt", "dashboard", "--storage", url, "--port", str(free_port()), "--study", name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and f"no study {name!r}" in done.stderr and "speedopt studies" in done.stderr
