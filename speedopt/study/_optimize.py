@@ -44,6 +44,7 @@ from speedopt.study import _ablation as ablation_mod
 from speedopt.study import _ceilings as ceilings_mod
 from speedopt.study import _finals as finals_mod
 from speedopt.study import _memory as memory_mod
+from speedopt.study import _note as note_mod
 from speedopt.study import _rank as rank_mod
 from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
@@ -536,7 +537,13 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
     if plan.create:
         _rank(plan, study, view, inputs)
     with interrupts.quiet():
-        _fill(study, storage, objective, plan, view, _stop_at_ceiling(plan, view, inputs))
+        stop = _stop_at_ceiling(plan, view, inputs)
+
+        def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
+            note_mod.write(study, trial)  # the trial's one-screen summary in the dashboard
+            stop(study, trial)
+
+        _fill(study, storage, objective, plan, view, after_trial)
     if plan.create and (_complete(study) >= p.trials or study.user_attrs.get("stopped")):
         _finals(plan, study, view, inputs)
         _ablation(plan, study, view, inputs)

@@ -61,6 +61,9 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     assert {"status", "images_per_s", "data_wait_fraction", "peak_ram_mb", "config", "feasible"} <= attrs
     note = detail["note"]["body"]
     assert note.startswith(f"# speedopt report: {name}") and "## 2. Baseline vs recommended" in note
+    first = detail["trials"][0]  # each trial's note: its one-screen summary, with the unit
+    assert first["note"]["body"].startswith("## Trial 0 (the baseline: your settings)")
+    assert f"**{first['values'][0]:.1f} images/s**" in first["note"]["body"]
 
 
 def test_binds_to_loopback_by_default():

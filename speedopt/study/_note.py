@@ -1,0 +1,81 @@
+"""A trial's note in optuna-dashboard: its one-screen summary, written when the trial completes.
+
+The dashboard shows a trial's user attrs as a long alphabetical list (the full measurement lives
+there, for tools); the note is what a person reads first: status, images/s with its unit, the speedup
+over the baseline, the data wait, the config as it ran, what the trainer changed and why, and the
+accuracy verdict. The finals rewrite the notes of the configs they measured again, with the interval.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from speedopt.knobs import knobs_text
+from speedopt.quality import Feasibility
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from speedopt.study._record import TrialRecord
+
+ROLES = {"baseline": "the baseline: your settings", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
+
+
+def _accuracy(record: TrialRecord) -> str:
+    """The accuracy verdict in one line."""
+    loss = f"mAP50-95 loss {record.map_loss:+.3f} (allowed {record.allowed_map_loss:.3f})" if record.map_loss is not None and record.allowed_map_loss is not None else ""
+    probes = f"{record.probes_run} probe(s) ran, {record.probe_cache_hits} cache hit(s)" if record.probes_run or record.probe_cache_hits else ""
+    why = "; ".join(p for p in (loss, probes, record.quality_reason) if p)
+    verdict = {
+        Feasibility.FEASIBLE: "accuracy kept",
+        Feasibility.REJECTED: "rejected: it loses accuracy",
+        Feasibility.UNPROBED: "not judged (it could not have been the fastest feasible config)",
+        Feasibility.NOT_MEASURED: "not judged (not measured)",
+    }[record.feasibility]
+    return verdict + (f" ({why})" if why else "")
+
+
+def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = "") -> str:
+    """The note of one completed trial (Markdown); ``finals``: its finals line (medians and interval), if any."""
+    r = record.result
+    role = ROLES.get(record.role or "", "")
+    lines = [f"## Trial {record.number}" + (f" ({role})" if role else ""), ""]
+    if r.ok and r.images_per_s:
+        ci = f", +/-{100 * r.ci_rel:.0f}% (90% CI of the mean step)" if r.ci_rel is not None and r.ci_rel < 10 else ""
+        lines.append(f"- **{r.images_per_s:.1f} images/s** measured over {r.steps or 0} steps{ci}")
+    else:
+        lines.append(f"- **{r.status.value}**: {r.message}")
+    if finals:
+        lines.append(f"- finals: {finals}")
+    if r.ok and r.images_per_s and baseline is not None and baseline.images_per_s and not record.is_baseline:
+        lines.append(f"- {r.images_per_s / baseline.images_per_s:.2f}x the baseline's {baseline.images_per_s:.1f} images/s (trial {baseline.number}, each measured once)")
+    if r.data_wait_fraction is not None:
+        lines.append(f"- data wait: {100 * r.data_wait_fraction:.0f}% of each step waiting for the loader")
+    lines.append(f"- config as run: `{knobs_text(r.config)}`")
+    if r.config != r.requested:
+        lines.append(f"- asked: `{knobs_text(r.requested)}`")
+    lines += [f"- the trainer: {note}" for note in r.notes]
+    lines.append(f"- accuracy: {_accuracy(record)}")
+    lines.append("")
+    lines.append("Every measured figure is in the user attributes (images_per_s, data_wait_fraction, peak_ram_mb, step_s, ...).")
+    return "\n".join(lines)
+
+
+def save(trial: optuna.Trial | optuna.Study, body: str) -> None:
+    """Save ``body`` as the note optuna-dashboard shows (for a Study: the study's note)."""
+    from optuna_dashboard import save_note
+
+    save_note(trial, body)
+
+
+def write(study: optuna.Study, frozen: FrozenTrial) -> None:
+    """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
+    import optuna
+
+    from speedopt.study._record import TrialRecord, baseline_trial, records
+
+    record = TrialRecord.from_frozen(frozen)
+    if record is None:
+        return
+    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline_trial(records(study))))
