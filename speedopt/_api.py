@@ -177,7 +177,8 @@ def report(
     if epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {epochs}")
     with study.storage_errors(storage):
-        return reporting.build(study.find_study(storage, name), epochs, Path(out_dir), measure_validation)
+        found = study.find_study(storage, name)
+        return reporting.build(found, epochs, Path(out_dir), measure_validation, artifacts=study.artifact_dir(storage))
 
 
 def best(name: str | None = None, *, storage: str | None = None) -> Recommendation:

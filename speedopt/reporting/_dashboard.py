@@ -10,13 +10,14 @@ that is no user's.
 
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import TYPE_CHECKING
 
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Finals, TrialRecord, open_storage, recommended_trial
+from speedopt.study import Finals, TrialRecord, artifact_dir, open_storage, recommended_trial
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -94,6 +95,11 @@ def check_address(host: str, port: int) -> None:
 
 def serve(storage_url: str | None, host: str, port: int) -> None:
     """Serve the dashboard until interrupted (blocks); :func:`check_address` first says why it could not."""
+    from optuna.artifacts import FileSystemArtifactStore
     from optuna_dashboard import run_server
 
-    run_server(users_studies(feasible_best(open_storage(storage_url))), host=host, port=port)
+    folder = artifact_dir(storage_url)  # the report's figures, uploaded as the studies' artifacts
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+    store = FileSystemArtifactStore(folder) if folder.is_dir() else None
+    run_server(users_studies(feasible_best(open_storage(storage_url))), host=host, port=port, artifact_store=store)

@@ -18,6 +18,7 @@ from speedopt.knobs import Knobs, knobs_text, value_text
 from speedopt.measure import ValidationTime
 from speedopt.quality import Feasibility
 from speedopt.reporting import _ablation as ablation
+from speedopt.reporting import _artifacts as artifacts_mod
 from speedopt.reporting import _figures as figures
 from speedopt.reporting._bottleneck import diagnose
 from speedopt.reporting._ceilings import ceilings_section
@@ -393,9 +394,10 @@ def _projections(
     return out, notes
 
 
-def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: bool = True) -> Written:
+def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: bool = True, artifacts: Path | None = None) -> Written:
     """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv`` (``<study>``:
-    the study's name made a safe file name, see :mod:`speedopt.reporting._filename`)."""
+    the study's name made a safe file name, see :mod:`speedopt.reporting._filename`); the report is the study's
+    dashboard note, its figures uploaded as the study's artifacts into ``artifacts`` (the storage's store)."""
     result = outcome(study)
     done = list(result.trials)
     if not done:
@@ -427,7 +429,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     text = "\n".join(md) + "\n"
     path.write_text(text)
     csv = write_csv(table, files.csv)
-    _save_note(study, text, path)
+    links = artifacts_mod.upload(study, artifacts, [fig for _, fig in figs]) if artifacts is not None else {}
+    _save_note(study, text, path, links)
     return Written(path, tuple(fig for _, fig in figs), csv)
 
 
@@ -461,12 +464,16 @@ def _label(record: TrialRecord, base: TrialRecord | None) -> str:
     return f"trial {record.number}\n" + ("\n".join(changed) or "same config")
 
 
-def _save_note(study: optuna.Study, text: str, path: Path) -> None:
-    """The report as the study's note in optuna-dashboard (figures named, since they live on disk)."""
+def _save_note(study: optuna.Study, text: str, path: Path, links: dict[str, str]) -> None:
+    """The report as the study's note in optuna-dashboard: each figure from the study's artifacts (``links``, by
+    file name), or named when it was not uploaded (it lives on disk beside the report)."""
     from optuna_dashboard import save_note
 
-    lines = [
-        f"_(figure: {line[line.index('](') + 2:-1]} beside {path.name})_" if line.startswith("![") else line
-        for line in text.splitlines()
-    ]
-    save_note(study, "\n".join(lines))
+    def shown(line: str) -> str:
+        if not line.startswith("!["):
+            return line
+        target = line[line.index("](") + 2:-1]
+        link = links.get(Path(target).name)
+        return f"{line[:line.index('](')]}]({link})" if link else f"_(figure: {target} beside {path.name})_"
+
+    save_note(study, "\n".join(shown(line) for line in text.splitlines()))

@@ -24,6 +24,7 @@ from speedopt.study._recovery import FailedTrial, recover_interrupted, worker_id
 from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
 from speedopt.study._storage import (
     Need,
+    artifact_dir,
     check_study_name,
     find_study,
     open_storage,
@@ -63,6 +64,7 @@ __all__ = [
     "WarmConfig",
     "WarmStart",
     "adapt",
+    "artifact_dir",
     "baseline_trial",
     "best_feasible",
     "best_trial",

@@ -275,6 +275,22 @@ def _open_journal(path: str, need: Need) -> BaseStorage:
         ) from None
 
 
+def artifact_dir(url: str | None = None) -> Path:
+    """Where the studies of a storage keep their artifacts (the report's figures, which the dashboard serves):
+    beside an SQLite or journal file (``NAME.artifacts``), else in speedopt's cache folder, by the storage's
+    address (password left out), so ``speedopt report`` and ``speedopt dashboard`` on one URL agree."""
+    import hashlib
+
+    from speedopt.offline import cache_dir
+
+    url = url or defaults.STORAGE_URL
+    journal = _journal_path(url)
+    path = Path(journal) if journal else (_sqlite_path(url) if "://" in url else None)
+    if path is not None:
+        return path.resolve().with_name(path.name + ".artifacts")
+    return cache_dir() / "artifacts" / hashlib.sha256(redact(url).encode()).hexdigest()[:16]
+
+
 def _race(exc: BaseException) -> bool:
     """A failure that another process creating the same new storage at the same moment causes."""
     text = str(exc).lower()

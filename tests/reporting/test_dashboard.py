@@ -1,6 +1,7 @@
 """The real optuna-dashboard over HTTP on 127.0.0.1, serving a study made by a real search."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,11 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     assert {"status", "images_per_s", "data_wait_fraction", "peak_ram_mb", "config", "feasible"} <= attrs
     note = detail["note"]["body"]
     assert note.startswith(f"# speedopt report: {name}") and "## 2. Baseline vs recommended" in note
+    links = re.findall(r"!\[[^\]]*\]\((/artifacts/\d+/[0-9a-f-]+)\)", note)  # the report's figures, as artifacts
+    assert len(links) >= 2 and "_(figure:" not in note, note
+    for link in links:
+        with urllib.request.urlopen(f"{base}{link}", timeout=30) as answer:
+            assert answer.status == 200 and answer.read(8) == b"\x89PNG\r\n\x1a\n"
     first = detail["trials"][0]  # each trial's note: its one-screen summary, with the unit
     assert first["note"]["body"].startswith("## Trial 0 (the baseline: your settings)")
     assert f"**{first['values'][0]:.1f} images/s**" in first["note"]["body"]
@@ -90,6 +96,13 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     assert name in dom.stdout  # the single-page app fetched the study and rendered it
     shot = tmp_path / "study.png"
     subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    assert re.search(r'<img[^>]+src="/artifacts/\d+/[0-9a-f-]+"', dom.stdout), "the study note shows no figure"
+    trial = f"{base}/dashboard/studies/{study_id}/trials?numbers=0"  # the trial list, on trial 0: its note
+    dom = subprocess.run([*flags, "--dump-dom", trial], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0 and "Trial 0 (the baseline: your settings)" in dom.stdout and "images/s" in dom.stdout
+    shot = tmp_path / "trial.png"
+    subprocess.run([*flags, "--window-size=1280,1600", f"--screenshot={shot}", trial], capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
