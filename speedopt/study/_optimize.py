@@ -196,13 +196,17 @@ def _prepare(plan: SearchPlan, knobs: Knobs, inputs: _Inputs) -> TrialRequest | 
 
 
 def _measure(
-    plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: _Inputs, trial: optuna.Trial | None = None
+    plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: _Inputs, trial: optuna.Trial | None = None,
+    live: optuna.Trial | None = None,
 ) -> TrialResult:
     """Measure ``request``; with ``trial``, its running images/s goes to Optuna's pruner as it comes, and a
-    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone)."""
+    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone);
+    with ``live``, that trial's user attr ``phase`` follows the job's phase (the dashboard shows it while it runs)."""
     if isinstance(request, TrialResult):
         return request
     progress = view.trial_progress if trial is None else _reporting(trial, plan, view.trial_progress)
+    if live is not None:
+        progress = _phases(live, progress)
     return run_trial(
         request, progress=progress, on_wait=view.waiting, owner=plan.study_name, dataset=inputs.listing(request.data_yaml),
     )
@@ -224,6 +228,20 @@ def _reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, 
             why = pruned_text(float(rate), step, trial.study, plan.protocol.prune_margin)
             trial.set_user_attr("pruned", why)
             raise optuna.TrialPruned(why)
+
+    return progress
+
+
+def _phases(trial: optuna.Trial, then: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that keeps the trial's user attr ``phase`` (one storage write per change of phase)."""
+    last = {"phase": ""}
+
+    def progress(update: dict[str, Any]) -> None:
+        phase = str(update.get("phase") or "")
+        if phase and phase != last["phase"]:
+            last["phase"] = phase
+            trial.set_user_attr("phase", phase)
+        then(update)
 
     return progress
 
@@ -293,7 +311,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
                 trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.waiting
             )
         try:
-            result = memory_mod.record(_measure(plan, request, view, inputs, None if baseline else trial), prediction)
+            result = memory_mod.record(_measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)
         except optuna.TrialPruned as exc:
             trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
             view.waiting(f"trial {trial.number}: {exc}")
@@ -303,6 +321,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
         for key, value in stored.items():
             trial.set_user_attr(key, value)
         if result.ok:
+            trial.set_user_attr("phase", "accuracy: quality probes, if its signature needs any")
             verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
         else:
             verdict = not_measured(knobs, result.status)
@@ -310,6 +329,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
             trial.set_user_attr(key, value)
         trial.set_constraint("measured", 0.0 if result.ok else 1.0)
         trial.set_constraint("map_loss", verdict.constraint())
+        trial.set_user_attr("phase", "done")
         view.trial_finished(trial.number, result, baseline=baseline, verdict=verdict)
         return float(result.images_per_s or 0.0) if result.ok else 0.0
 

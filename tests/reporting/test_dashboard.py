@@ -12,7 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from tests.conftest import free_port
+from tests.conftest import EVERY_CONFIG, free_port
 
 
 def _serve(work, url, *extra):
@@ -156,3 +156,43 @@ def test_study_that_is_not_the_users_is_one_line_and_exit_2(tmp_path, name):
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and f"no study {name!r}" in done.stderr and "speedopt studies" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_live_review_shows_the_running_trials_phase_and_new_trials(demo_yaml, tmp_path):
+    """While a search runs, the dashboard's API (what its pages poll) has the running trial and its phase."""
+    url = f"sqlite:///{tmp_path}/live.db"
+    search = subprocess.Popen(
+        [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url,
+         "--study", "live", "--quality", "off", "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--steps", "6",
+         "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", *EVERY_CONFIG],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "live.db").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc, base = _serve(tmp_path, url)
+        try:
+            phases: set[str] = set()
+            finished = 0
+            while search.poll() is None and time.monotonic() < deadline + 300:
+                summaries = _get(f"{base}/api/studies")["study_summaries"]
+                if summaries:
+                    trials = _get(f"{base}/api/studies/{summaries[0]['study_id']}")["trials"]
+                    for t in trials:
+                        attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
+                        if t["state"] == "Running" and "phase" in attrs:
+                            phases.add(attrs["phase"])
+                    finished = max(finished, sum(t["state"] == "Complete" for t in trials))
+                time.sleep(0.5)
+            assert search.wait(timeout=600) == 0
+            trials = _get(f"{base}/api/studies/{_get(f'{base}/api/studies')['study_summaries'][0]['study_id']}")["trials"]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    finally:
+        search.kill()
+    assert phases & {"setup", "warmup", "measure"}, phases  # the running trial's phase, as the search saw it
+    assert finished >= 1 and len(trials) == 2  # trials appeared as they finished, without a restart
+    assert all({a["key"]: a["value"] for a in t["user_attrs"]}["phase"].strip('"') == "done" for t in trials)
