@@ -34,7 +34,7 @@ from speedopt.reporting._scaling import scaling_section
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, finalists, outcome, redact
+from speedopt.study import SearchOutcome, Space, StudyProtocol, TrialRecord, finalists, outcome, redact
 
 if TYPE_CHECKING:
     import optuna
@@ -335,23 +335,30 @@ def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[in
     return lines + [""]
 
 
-def _importance(study: optuna.Study, done: list[TrialRecord]) -> list[str]:
+def _importance(study: optuna.Study, done: list[TrialRecord], space: Space) -> list[str]:
+    """Optuna's importance of each searched knob, from the ok trials as they ran; a trial that is no point of
+    the space (the baseline on another model, say) is left out and named: it would skew every knob's share."""
     import optuna
 
     lines = ["## 7. Parameter importance and figures", ""]
-    measured = {r.number for r in done if r.result.ok}
-    ok = [t for t in study.get_trials(deepcopy=False) if t.number in measured and t.params]
+    placed = {r.number: r for r in done if r.result.ok and space.outside(r.config) is None}
+    left_out = [f"trial {r.number} ({space.outside(r.config)})" for r in done if r.result.ok and r.number not in placed]
+    note = [f"Left out of the importance: {'; '.join(left_out)}.", ""] if left_out else []
+    ok = [t for t in study.get_trials(deepcopy=False) if t.number in placed and t.params]
     if len(ok) < 3:
-        return lines + [f"only {len(ok)} trials measured ok: too few for parameter importance", ""]
+        return lines + [f"only {len(ok)} trials measured ok in the searched space: too few for parameter importance", ""] + note
     scratch = optuna.create_study(direction="maximize")
     for t in ok:
-        scratch.add_trial(optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value))
+        as_run = placed[t.number].config.to_dict()  # the knobs as they ran (the trainer may have changed some)
+        params = {k: as_run.get(k, v) for k, v in t.params.items()}
+        scratch.add_trial(optuna.trial.create_trial(params=params, distributions=t.distributions, value=t.value))
     try:
         imp = optuna.importance.get_param_importances(scratch)
     except (RuntimeError, ValueError) as exc:
-        return lines + [f"parameter importance unavailable: {exc}", ""]
-    return lines + ["Importance of each searched knob for images/s (Optuna's default evaluator, ok trials only):", "",
-                    "| knob | importance |", "|---|---|"] + [f"| {k} | {v:.3f} |" for k, v in imp.items()] + [""]
+        return lines + [f"parameter importance unavailable: {exc}", ""] + note
+    return lines + ["Importance of each searched knob for images/s (Optuna's default evaluator, ok trials in the searched "
+                    "space, knobs as they ran):", "", "| knob | importance |", "|---|---|"] + [
+        f"| {k} | {v:.3f} |" for k, v in imp.items()] + [""] + note
 
 
 def _accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
@@ -419,7 +426,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _honoured(p) + _warm_start(p, done)
     md += ceilings_section(study, result) + _pruned(study)
     md += _trials(table, base) + scaling_section(done) + memory_section(done) + _ended_early(result)
-    md += _bottlenecks(p, done, projections, epochs) + _importance(study, done)
+    md += _bottlenecks(p, done, projections, epochs) + _importance(study, done, p.space)
     for title, fig in figs:
         md += [f"![{title}]({files.link}/{fig.name})", ""]
     md += _accuracy_note(p, result)

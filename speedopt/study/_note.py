@@ -36,8 +36,9 @@ def _accuracy(record: TrialRecord) -> str:
     return verdict + (f" ({why})" if why else "")
 
 
-def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = "") -> str:
-    """The note of one completed trial (Markdown); ``finals``: its finals line (medians and interval), if any."""
+def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = "", outside: str | None = None) -> str:
+    """The note of one completed trial (Markdown); ``finals``: its finals line (medians and interval), if any;
+    ``outside``: why the trial is no point of the searched space (:meth:`Space.outside`), if it is not."""
     r = record.result
     role = ROLES.get(record.role or "", "")
     lines = [f"## Trial {record.number}" + (f" ({role})" if role else ""), ""]
@@ -56,6 +57,11 @@ def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = 
     if r.config != r.requested:
         lines.append(f"- asked: `{knobs_text(r.requested)}`")
     lines += [f"- the trainer: {note}" for note in r.notes]
+    if outside:
+        lines.append(
+            f"- not a point of the searched space: {outside}. The dashboard's importance, slice and rank plots still "
+            "count it at its params; speedopt's report leaves it out of the importance."
+        )
     lines.append(f"- accuracy: {_accuracy(record)}")
     lines.append("")
     lines.append("Every measured figure is in the user attributes (images_per_s, data_wait_fraction, peak_ram_mb, step_s, ...).")
@@ -74,8 +80,11 @@ def write(study: optuna.Study, frozen: FrozenTrial) -> None:
     import optuna
 
     from speedopt.study._record import TrialRecord, baseline_trial, records
+    from speedopt.study._space import Space
 
     record = TrialRecord.from_frozen(frozen)
     if record is None:
         return
-    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline_trial(records(study))))
+    stored = study.user_attrs.get("space")
+    outside = Space.from_dict(stored).outside(record.config) if isinstance(stored, dict) else None
+    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline_trial(records(study)), outside=outside))

@@ -99,6 +99,18 @@ class Space:
         values = knobs.to_dict()
         return Space({k: (d.with_value(values[k]) if len(d.values()) > 1 else d) for k, d in self.domains.items()})
 
+    def outside(self, knobs: Knobs) -> str | None:
+        """Why a config (as it ran) is no point of this space: a knob at a value its domain lacks (a fixed knob
+        at another value: the baseline's other model). None: the config is one of the space's."""
+        values = knobs.to_dict()
+        for knob, d in self.domains.items():
+            if knob in values and values[knob] not in d.values():
+                fixed = len(d.values()) == 1
+                return f"it ran {knob}={value_text(values[knob])}, " + (
+                    f"which the search fixes at {value_text(d.values()[0])}" if fixed else "a value the search does not try"
+                )
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {k: d.to_dict() for k, d in self.domains.items()}
 

@@ -70,6 +70,10 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     first = detail["trials"][0]  # each trial's note: its one-screen summary, with the unit
     assert first["note"]["body"].startswith("## Trial 0 (the baseline: your settings)")
     assert f"**{first['values'][0]:.1f} images/s**" in first["note"]["body"]
+    # the baseline ran yolov5s at 128 px where the search fixes yolov5n at 96: it says so, and the report's
+    # importance leaves it out
+    assert re.search(r"not a point of the searched space: it ran (model=yolov5s|imgsz=128), which the search fixes at", first["note"]["body"])
+    assert re.search(r"Left out of the importance: trial 0 \(it ran (model=yolov5s|imgsz=128)", note)
 
 
 def test_binds_to_loopback_by_default():

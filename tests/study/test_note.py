@@ -57,3 +57,15 @@ def test_the_callback_saves_the_note_the_dashboard_reads(tmp_path):
     note.write(study, frozen)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
     assert saved.startswith("## Trial 1\n") and "**12.0 images/s**" in saved and "1.20x the baseline's 10.0" in saved
+
+
+def test_a_trial_off_the_searched_space_says_so_and_why():
+    from speedopt.study import Domain, Space
+
+    space = Space({"model": Domain(choices=("yolov5n",)), "batch": Domain(choices=(4, 8)), "workers": Domain(choices=(0, 2))})
+    base = _record(0, 10.0, role="baseline")
+    assert space.outside(dataclasses.replace(base.config, model="yolov5s")) == "it ran model=yolov5s, which the search fixes at yolov5n"
+    assert space.outside(dataclasses.replace(base.config, batch=16)) == "it ran batch=16, a value the search does not try"
+    assert space.outside(base.config) is None  # workers=2 as run is one of the space's values
+    text = note.trial_note(base, base, outside="it ran model=yolov5s, which the search fixes at yolov5n")
+    assert "not a point of the searched space: it ran model=yolov5s" in text and "leaves it out of the importance" in text
