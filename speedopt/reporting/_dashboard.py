@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import types
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
@@ -22,7 +23,7 @@ from speedopt.study import Finals, TrialRecord, artifact_dir, open_storage, reco
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
     from optuna.study._frozen import FrozenStudy
-    from optuna.trial import FrozenTrial
+    from optuna.trial import FrozenTrial, TrialState
 
 
 def feasible_best(storage: BaseStorage) -> BaseStorage:
@@ -41,6 +42,54 @@ def feasible_best(storage: BaseStorage) -> BaseStorage:
         return next(t for t in trials if t.number == found.number)
 
     storage.get_best_trial = types.MethodType(best, storage)  # type: ignore[method-assign]
+    return storage
+
+
+def _as_run(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials with params as they ran, in one space: every searched knob, plus every knob whose value
+    differs between trials (the baseline's other model), each a categorical of the values seen."""
+    import copy
+    import json
+
+    from optuna.distributions import CategoricalDistribution
+
+    def config_of(t: FrozenTrial) -> dict[str, Any]:  # as run; a trial that measured nothing: its sampled params
+        stored = t.user_attrs.get("config")
+        return stored if isinstance(stored, dict) else dict(t.params)
+
+    configs = [t.user_attrs["config"] for t in trials if isinstance(t.user_attrs.get("config"), dict)]
+    if not configs:
+        return trials
+    searched = {k for t in trials for k in t.params}
+    varying = [k for k in configs[0] if k in searched or len({json.dumps(c.get(k)) for c in configs}) > 1]
+    values: dict[str, dict[str, Any]] = {k: {} for k in varying}
+    for t in trials:
+        config = config_of(t)
+        for k in varying:
+            if k in config:
+                values[k][json.dumps(config[k])] = config[k]
+    space = {k: CategoricalDistribution([seen[key] for key in sorted(seen)]) for k, seen in values.items() if seen}
+    out = []
+    for t in trials:
+        config = config_of(t)
+        shown = copy.copy(t)
+        params = {k: config[k] for k in space if k in config}
+        shown.distributions = {k: space[k] for k in params}
+        shown.params = params
+        out.append(shown)
+    return out
+
+
+def as_run(storage: BaseStorage) -> BaseStorage:
+    """``storage`` with ``get_all_trials`` (the dashboard's one read of a study's trials) giving each trial's params
+    as it ran, in one space (:func:`_as_run`): the baseline's params then say what ran, and importance, slice, rank
+    and parallel-coordinate plots place it where it belongs (another model is a value of ``model``)."""
+    every = storage.get_all_trials
+
+    def trials(self: BaseStorage, study_id: int, deepcopy: bool = True, states: Container[TrialState] | None = None) -> list[FrozenTrial]:
+        return _as_run(every(study_id, deepcopy=deepcopy, states=states))
+
+    storage.get_all_trials = types.MethodType(trials, storage)  # type: ignore[method-assign]
     return storage
 
 
@@ -95,6 +144,7 @@ def check_address(host: str, port: int) -> None:
 
 def serve(storage_url: str | None, host: str, port: int) -> None:
     """Serve the dashboard until interrupted (blocks); :func:`check_address` first says why it could not."""
+    import optuna
     from optuna.artifacts import FileSystemArtifactStore
     from optuna_dashboard import run_server
 
@@ -102,4 +152,7 @@ def serve(storage_url: str | None, host: str, port: int) -> None:
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
     store = FileSystemArtifactStore(folder) if folder.is_dir() else None
-    run_server(users_studies(feasible_best(open_storage(storage_url))), host=host, port=port, artifact_store=store)
+    # The study the dashboard builds for its importance takes a storage as Optuna's get_storage returns it (an RDB
+    # storage in its cache); the wrappers go on that one object, so every view of the trials sees the same params.
+    storage = optuna.storages.get_storage(open_storage(storage_url))
+    run_server(users_studies(feasible_best(as_run(storage))), host=host, port=port, artifact_store=store)

@@ -74,6 +74,12 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     # importance leaves it out
     assert re.search(r"not a point of the searched space: it ran (model=yolov5s|imgsz=128), which the search fixes at", first["note"]["body"])
     assert re.search(r"Left out of the importance: trial 0 \(it ran (model=yolov5s|imgsz=128)", note)
+    # params as they ran, in one space: the baseline's other model and image size are values of model and imgsz
+    params = [{p["name"]: p["param_external_value"] for p in t["params"]} for t in detail["trials"]]
+    assert (params[0]["model"], params[0]["imgsz"]) == ("yolov5s", "128")
+    assert all((p["model"], p["imgsz"]) == ("yolov5n", "96") for p in params[1:]) and all("cache" in p for p in params)
+    importances = _get(f"{base}/api/studies/{summary['study_id']}/param_importances")["param_importances"][0]
+    assert {i["name"] for i in importances} >= {"model", "imgsz"}, importances
 
 
 def test_binds_to_loopback_by_default():
