@@ -49,9 +49,10 @@ step report 40 "$PY" -m speedopt report --storage "sqlite:///$OUT/study.db" --st
 step trials-json 20 "$PY" - "$OUT" <<'PYEOF'
 import json, sys
 import optuna
+from speedopt.study import flat_attrs
 out = sys.argv[1]
 study = optuna.load_study(study_name="gpu-check", storage=f"sqlite:///{out}/study.db")
-rows = [{"number": t.number, "state": t.state.name, "value": t.value, **t.user_attrs} for t in study.trials]
+rows = [{"number": t.number, "state": t.state.name, "value": t.value, **flat_attrs(t.user_attrs)} for t in study.trials]
 json.dump({"study": study.user_attrs, "trials": rows}, open(f"{out}/trials.json", "w"), indent=1, default=str)
 print(f"{len(rows)} trials written")
 PYEOF

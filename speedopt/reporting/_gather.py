@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import knobs_text
-from speedopt.study import TrialRecord, records
+from speedopt.study import TrialRecord, flat_attrs, records
 
 if TYPE_CHECKING:
     import optuna
@@ -29,14 +29,13 @@ def trial_table(study: optuna.Study, done: Iterable[TrialRecord] | None = None) 
     import pandas as pd
 
     by_number = {r.number: r for r in (records(study) if done is None else done)}
-    frame = study.trials_dataframe(
-        attrs=("number", "value", "state", "datetime_start", "datetime_complete", "duration", "params", "user_attrs")
-    )
+    frame = study.trials_dataframe(attrs=("number", "value", "state", "datetime_start", "datetime_complete", "duration", "params"))
     if frame.empty or not by_number:
         return pd.DataFrame(columns=["number", "status", "feasibility", "config", "images_per_s"])
     frame = frame[frame["number"].isin(list(by_number))].copy()
-    frame.columns = [str(c).removeprefix("user_attrs_") for c in frame.columns]
     numbers = list(frame["number"])
+    attrs = {t.number: flat_attrs(t.user_attrs) for t in study.get_trials(deepcopy=False) if t.number in by_number}
+    frame = pd.concat([frame, pd.DataFrame([attrs[n] for n in numbers], index=frame.index).drop(columns="state", errors="ignore")], axis=1)
     knobs = pd.DataFrame([by_number[n].config.to_dict() for n in numbers], index=frame.index).add_prefix("config_")
     frame = pd.concat([frame.drop(columns=["config"]), knobs], axis=1)
     frame["config"] = [knobs_text(by_number[n].config) for n in numbers]

@@ -19,7 +19,7 @@ from speedopt.study._protocol import OBJECTIVE, StudyProtocol
 from speedopt.study._rank import MODES as RANK_MODES
 from speedopt.study._rank import Ranking
 from speedopt.study._rank import stored_attr as stored_ranking
-from speedopt.study._record import TrialRecord, baseline_trial, best_trial, ranked, records
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, flat_attrs, ranked, records
 from speedopt.study._recovery import FailedTrial, recover_interrupted, worker_id
 from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
 from speedopt.study._storage import (
@@ -38,6 +38,7 @@ from speedopt.study._transfer import export, import_study, split_source
 from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
+    "flat_attrs",
     "CEILINGS_FOR_ATTR",
     "ceilings_of_config",
     "RANK_MODES",

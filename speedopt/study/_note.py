@@ -1,7 +1,7 @@
 """A trial's note in optuna-dashboard: its one-screen summary, written when the trial completes.
 
-The dashboard shows a trial's user attrs as a long alphabetical list (the full measurement lives
-there, for tools); the note is what a person reads first: status, images/s with its unit, the speedup
+The dashboard shows a trial's user attrs as an alphabetical list (the key figures under their names,
+the full measurement in two JSON attrs, for tools); the note is what a person reads first: status, images/s with its unit, the speedup
 over the baseline, the data wait, the config as it ran, what the trainer changed and why, and the
 accuracy verdict. The finals rewrite the notes of the configs they measured again, with the interval.
 """
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from speedopt.study._finals import Finals
     from speedopt.study._record import TrialRecord
 
 ROLES = {"baseline": "the baseline: your settings", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
@@ -64,8 +65,27 @@ def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = 
         )
     lines.append(f"- accuracy: {_accuracy(record)}")
     lines.append("")
-    lines.append("Every measured figure is in the user attributes (images_per_s, data_wait_fraction, peak_ram_mb, step_s, ...).")
+    lines.append(
+        "The key figures are user attributes of their own (status, images_per_s, data_wait_fraction, config, feasible, "
+        "map_loss); every other measured figure is in the JSON attributes measurement and accuracy."
+    )
     return "\n".join(lines)
+
+
+def finals_line(finals: Finals, trial: int) -> str:
+    """What the finals measured for ``trial`` (its median and min-max over the rounds; a finalist's paired
+    speedup and whether it is recommended), or "" for a trial not in them."""
+    rounds = finals.ok_rounds(trial)
+    if trial not in finals.trials or not rounds:
+        return ""
+    median, _ = finals.median(trial)
+    line = f"{median:.1f} images/s median of {len(rounds)} rounds (min-max {min(rounds):.1f}-{max(rounds):.1f})"
+    if trial == finals.baseline:
+        return line + ", measured beside the finalists"
+    speedup = finals.speedups().get(trial)
+    chosen = finals.decision().choice == trial if finals.complete else False
+    said = f"; {speedup.text()} over the baseline beside it" if speedup is not None else ""
+    return line + said + ("; recommended" if chosen else "")
 
 
 def save(trial: optuna.Trial | optuna.Study, body: str) -> None:
@@ -75,8 +95,8 @@ def save(trial: optuna.Trial | optuna.Study, body: str) -> None:
     save_note(trial, body)
 
 
-def write(study: optuna.Study, frozen: FrozenTrial) -> None:
-    """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
+def _write(study: optuna.Study, frozen: FrozenTrial, finals: Finals | None) -> None:
+    """Save the note of one trial (nothing for a trial without a measurement)."""
     import optuna
 
     from speedopt.study._record import TrialRecord, baseline_trial, records
@@ -87,4 +107,18 @@ def write(study: optuna.Study, frozen: FrozenTrial) -> None:
         return
     stored = study.user_attrs.get("space")
     outside = Space.from_dict(stored).outside(record.config) if isinstance(stored, dict) else None
-    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline_trial(records(study)), outside=outside))
+    line = finals_line(finals, record.number) if finals is not None else ""
+    note = trial_note(record, baseline_trial(records(study)), finals=line, outside=outside)
+    save(optuna.trial.Trial(study, frozen._trial_id), note)
+
+
+def write(study: optuna.Study, frozen: FrozenTrial) -> None:
+    """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
+    _write(study, frozen, None)
+
+
+def write_finals(study: optuna.Study, finals: Finals) -> None:
+    """Rewrite the notes of the trials the finals measured again, with their medians and intervals."""
+    for frozen in study.get_trials(deepcopy=False):
+        if frozen.number in finals.trials:
+            _write(study, frozen, finals)

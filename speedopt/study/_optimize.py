@@ -50,7 +50,7 @@ from speedopt.study._interrupt import Interrupts
 from speedopt.study._outcome import SearchOutcome, outcome
 from speedopt.study._plan import SearchPlan
 from speedopt.study._protocol import OBJECTIVE
-from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, measurement_attrs, records, verdict_attrs
 from speedopt.study._recovery import awaited, recover_interrupted, recover_stale, retry_interrupted, worker_id
 from speedopt.study._space import Space
 from speedopt.study._storage import (
@@ -318,14 +318,14 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
             raise
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
-        for key, value in stored.items():
+        for key, value in measurement_attrs(stored).items():
             trial.set_user_attr(key, value)
         if result.ok:
             trial.set_user_attr("phase", "accuracy: quality probes, if its signature needs any")
             verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
         else:
             verdict = not_measured(knobs, result.status)
-        for key, value in verdict.attrs().items():
+        for key, value in verdict_attrs(verdict.attrs()).items():
             trial.set_user_attr(key, value)
         trial.set_constraint("measured", 0.0 if result.ok else 1.0)
         trial.set_constraint("map_loss", verdict.constraint())
@@ -677,10 +677,12 @@ def _ends_ceilings(plan: SearchPlan, study: optuna.Study, view: View, inputs: _I
 def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:
     """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.study._finals`)."""
     p = plan.protocol
-    finals_mod.run(
+    finals = finals_mod.run(
         study, records(study), p.finalists, p.repeats, lambda knobs: _measure(plan, _prepare(plan, knobs, inputs), view, inputs),
         p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
     )
+    if finals is not None:
+        note_mod.write_finals(study, finals)
 
 
 def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: _Inputs) -> None:

@@ -8,6 +8,7 @@ import json
 import optuna
 import pytest
 
+from speedopt.study import flat_attrs
 from tests.conftest import run_cli
 
 GPU_TRIAL = ["trial", "--model", "yolov5n", "--imgsz", "320", "--workers", "2", "--steps", "5", "--warmup", "2", "--json"]
@@ -62,7 +63,7 @@ def test_peak_gpu_memory_is_predicted_within_15_percent(demo_yaml, tmp_path):
     errors = []
     for name in optuna.study.get_all_study_names(url):
         for trial in optuna.load_study(study_name=name, storage=url).trials:
-            a = trial.user_attrs
+            a = flat_attrs(trial.user_attrs)
             if a.get("status") == "ok" and a.get("predicted_peak_mb"):
                 errors.append(abs(a["peak_gpu_mem_mb"] - a["predicted_peak_mb"]) / a["peak_gpu_mem_mb"])
     assert errors and max(errors) < 0.15, errors

@@ -10,6 +10,7 @@ from speedopt.data import load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.status import Status
+from speedopt.study import flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 
@@ -130,24 +131,24 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, tm
     tight = run_cli(*common, "--max-map-loss", "0.01", "--study", "tight", cwd=tmp_path, timeout=1200)
     assert tight.returncode == 0, tight.stderr
     trials = optuna.load_study(study_name="tight", storage=url).get_trials(states=(TrialState.COMPLETE,))
-    base, small = trials
-    assert base.user_attrs["feasible"] is True and base.user_attrs["probes_run"] == 0
-    assert small.user_attrs["config"]["imgsz"] == 32
-    assert small.user_attrs["probes_run"] == 3  # baseline with two seeds, then the candidate
-    ref, cand = small.user_attrs["baseline_map50_95"], small.user_attrs["probe_map50_95"]
+    base, small = (flat_attrs(t.user_attrs) for t in trials)
+    assert base["feasible"] is True and base["probes_run"] == 0
+    assert small["config"]["imgsz"] == 32
+    assert small["probes_run"] == 3  # baseline with two seeds, then the candidate
+    ref, cand = small["baseline_map50_95"], small["probe_map50_95"]
     assert ref > quality.LOW_MAP / 2, "the baseline probe learned nothing: the test budget is too small"
-    assert small.user_attrs["map_loss"] == pytest.approx(ref - cand)
-    assert small.user_attrs["map_loss"] > 0.01 + small.user_attrs["map_spread"]
-    assert small.user_attrs["feasible"] is False and small.constraints["map_loss"] > 0
+    assert small["map_loss"] == pytest.approx(ref - cand)
+    assert small["map_loss"] > 0.01 + small["map_spread"]
+    assert small["feasible"] is False and trials[1].constraints["map_loss"] > 0
     assert "recommended: trial 0:" in tight.stdout and "3 probe(s) ran" in tight.stdout
 
     loose = run_cli(*common, "--max-map-loss", "0.5", "--study", "loose", cwd=tmp_path, timeout=600)
     assert loose.returncode == 0, loose.stderr
     trials = optuna.load_study(study_name="loose", storage=url).get_trials(states=(TrialState.COMPLETE,))
-    small = trials[1]
-    assert small.user_attrs["probes_run"] == 0 and small.user_attrs["probe_cache_hits"] == 3  # second process, cache
-    assert small.user_attrs["probe_map50_95"] == pytest.approx(cand)
-    assert small.user_attrs["feasible"] is True
+    small = flat_attrs(trials[1].user_attrs)
+    assert small["probes_run"] == 0 and small["probe_cache_hits"] == 3  # second process, cache
+    assert small["probe_map50_95"] == pytest.approx(cand)
+    assert small["feasible"] is True
     assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
 
 
@@ -166,9 +167,10 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     study = optuna.load_study(study_name=names[0], storage=url)
     for t in study.get_trials(states=(TrialState.COMPLETE,)):
         assert set(t.params) <= {"workers", "cache"}
-        cfg = t.user_attrs["config"]
+        a = flat_attrs(t.user_attrs)
+        cfg = a["config"]
         assert (cfg["model"], cfg["imgsz"], cfg["batch"], cfg["freeze"]) == ("yolov5n", 128, 4, 0)
-        assert t.user_attrs["probes_run"] == 0 and t.user_attrs["feasible"] is True
+        assert a["probes_run"] == 0 and a["feasible"] is True
     assert "quality off" in done.stdout
 
 

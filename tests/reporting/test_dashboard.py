@@ -58,8 +58,11 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     detail = _get(f"{base}/api/studies/{summary['study_id']}")
     assert detail["objective_names"] == ["images/s"]
     assert len(detail["trials"]) == 3
-    attrs = {a["key"] for a in detail["trials"][0]["user_attrs"]}
-    assert {"status", "images_per_s", "data_wait_fraction", "peak_ram_mb", "config", "feasible"} <= attrs
+    attrs = {a["key"]: a["value"] for a in detail["trials"][0]["user_attrs"]}  # few, named: the key figures readable
+    assert set(attrs) == {"status", "images_per_s", "data_wait_fraction", "config", "feasible", "map_loss",
+                          "measurement", "accuracy", "role", "phase", "worker"}
+    shown = re.search(r'"peak_ram_mb": ([\d.]+)', attrs["measurement"])  # within the 1,024 characters the dashboard shows
+    assert shown and float(shown[1]) > 0 and '"probes_run": ' in attrs["accuracy"]
     note = detail["note"]["body"]
     assert note.startswith(f"# speedopt report: {name}") and "## 2. Baseline vs recommended" in note
     links = re.findall(r"!\[[^\]]*\]\((/artifacts/\d+/[0-9a-f-]+)\)", note)  # the report's figures, as artifacts
@@ -73,6 +76,9 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     # the baseline ran yolov5s at 128 px where the search fixes yolov5n at 96: it says so, and the report's
     # importance leaves it out
     assert re.search(r"not a point of the searched space: it ran (model=yolov5s|imgsz=128), which the search fixes at", first["note"]["body"])
+    # the finals (1 finalist, 2 rounds) rewrote the notes of the configs they measured again
+    assert re.search(r"- finals: [\d.]+ images/s median of 2 rounds \(min-max [\d.]+-[\d.]+\), measured beside the finalists", first["note"]["body"])
+    assert any(re.search(r"- finals: .* over the baseline beside it", t["note"]["body"]) for t in detail["trials"][1:])
     assert re.search(r"Left out of the importance: trial 0 \(it ran (model=yolov5s|imgsz=128)", note)
     # params as they ran, in one space: the baseline's other model and image size are values of model and imgsz
     params = [{p["name"]: p["param_external_value"] for p in t["params"]} for t in detail["trials"]]

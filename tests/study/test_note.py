@@ -12,7 +12,8 @@ from speedopt.measure import TrialResult
 from speedopt.quality import Feasibility
 from speedopt.status import Status
 from speedopt.study import _note as note
-from speedopt.study._record import TrialRecord
+from speedopt.study._finals import Finals, Repeat
+from speedopt.study._record import SHOWN, TrialRecord, flat_attrs, measurement_attrs, verdict_attrs
 
 
 def _record(number: int, ips: float | None, role: str | None = None, **changes: object) -> TrialRecord:
@@ -51,12 +52,36 @@ def test_the_callback_saves_the_note_the_dashboard_reads(tmp_path):
 
     study = optuna.create_study(storage=f"sqlite:///{tmp_path}/n.db", direction="maximize")
     for record in (_record(0, 10.0, role="baseline"), _record(1, 12.0)):
-        attrs = {**record.result.to_dict(), "feasible": True, "role": record.role}
+        attrs = {**measurement_attrs(record.result.to_dict()), **verdict_attrs({"feasible": True, "probes_run": 0}), "role": record.role}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=record.images_per_s, user_attrs=attrs))
     frozen = study.get_trials()[1]
     note.write(study, frozen)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
     assert saved.startswith("## Trial 1\n") and "**12.0 images/s**" in saved and "1.20x the baseline's 10.0" in saved
+
+    # The finals rewrite the finalists' notes with their medians and the paired interval.
+    measured = [Repeat(r, t, "ok", ips) for r, pair in enumerate([(10.0, 13.0), (9.0, 12.0), (11.0, 12.5)]) for t, ips in zip((0, 1), pair)]
+    finals = Finals((0, 1), 3, tuple(measured), min_gain=0.05)
+    note.write_finals(study, finals)
+    saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
+    assert "- finals: 12.5 images/s median of 3 rounds (min-max 12.0-13.0); 1.30x (interval 1.14-1.33x, min-max of 3 paired rounds) over the baseline beside it; recommended" in saved
+    base = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), study.get_trials()[0]._trial_id)["body"]
+    assert "- finals: 10.0 images/s median of 3 rounds (min-max 9.0-11.0), measured beside the finalists" in base
+
+
+def test_a_trial_keeps_few_named_user_attrs_and_reads_back_as_before():
+    result = _record(1, 12.0).result.to_dict()
+    verdict = {"feasible": True, "map_loss": 0.002, "probes_run": 2, "quality_reason": "kept"}
+    stored = {**measurement_attrs(result), **verdict_attrs(verdict)}
+    assert set(stored) == {*SHOWN, "measurement", "accuracy"}  # a dozen keys, the key figures readable by name
+    assert stored["measurement"]["steps"] == 10 and "images_per_s" not in stored["measurement"]
+    assert flat_attrs(stored) == {**result, **verdict}
+    assert flat_attrs({**result, **verdict}) == {**result, **verdict}  # a study written before the split reads the same
+    study = optuna.create_study()
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=12.0, user_attrs=stored))
+    record = TrialRecord.from_frozen(study.trials[0])
+    assert record is not None and record.result == _record(1, 12.0).result and record.probes_run == 2
+    assert record.feasibility is Feasibility.FEASIBLE and record.quality_reason == "kept"
 
 
 def test_a_trial_off_the_searched_space_says_so_and_why():
