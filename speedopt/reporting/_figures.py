@@ -72,23 +72,34 @@ def history(table: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def knobs(table: pd.DataFrame, names: list[str], path: Path) -> Path | None:
-    """Measured images/s against each searched knob's values (ok trials only; None: nothing searched or measured)."""
+def knobs(table: pd.DataFrame, names: list[str], path: Path, outside: frozenset[int] = frozenset()) -> Path | None:
+    """Measured images/s against each searched knob's values (ok trials only; None: nothing searched or measured).
+
+    ``outside``: trials that are no point of the searched space (the baseline on another model, say): drawn
+    apart, grey, so they do not read as a value of the knob they share with the searched trials.
+    """
     ok = table[table["status"] == Status.OK.value]
     if not names or ok.empty:
         return None
     plt = _pyplot()
     fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 3.2), squeeze=False)
+    apart = ok["number"].isin(list(outside))
     for ax, name in zip(axes[0], names):
         values = [str(v) for v in ok[f"config_{name}"]]
         order = sorted(set(values), key=lambda v: (0, int(v)) if v.lstrip("-").isdigit() else (1, v))
         speeds = [float(v) for v in ok["images_per_s"]]
         spreads = [s * float(c) if c == c and c is not None else 0.0 for s, c in zip(speeds, ok.get("ci_rel", [0.0] * len(speeds)))]
-        ax.errorbar([order.index(v) for v in values], speeds, yerr=spreads, fmt="o", c="tab:blue", capsize=3)
+        for mask, style in ((~apart, {"fmt": "o", "c": "tab:blue"}), (apart, {"fmt": "x", "c": "tab:gray", "label": "not in the searched space"})):
+            picked = [i for i, m in enumerate(mask) if m]
+            if picked:
+                ax.errorbar([order.index(values[i]) for i in picked], [speeds[i] for i in picked],
+                            yerr=[spreads[i] for i in picked], capsize=3, **style)  # type: ignore[arg-type]
         ax.set_xticks(range(len(order)), order)
         ax.set_xlabel(name)
         ax.set_ylim(bottom=0)
     axes[0][0].set_ylabel("images/s")
+    if apart.any():
+        axes[0][0].legend(loc="lower right", fontsize="small")
     fig.suptitle("throughput against each searched knob")
     return _save(fig, path)
 

@@ -451,7 +451,9 @@ def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folde
     labels = {r.number: _label(r, result.baseline) for r in result.trials}
     drawn = {
         "optimisation history": figures.history(table, folder / "history.png"),
-        "throughput against each knob": figures.knobs(table, searched, folder / "knobs.png"),
+        "throughput against each knob": figures.knobs(
+            table, searched, folder / "knobs.png", frozenset(r.number for r in result.trials if p.space.outside(r.config) is not None)
+        ),
         "speed vs mAP50-95": figures.speed_vs_map(table, threshold, folder / "speed_vs_map.png"),
         "finals": figures.finals(result.finals, labels, folder / "finals.png") if result.finals else None,
     }

@@ -84,8 +84,8 @@ def finals_line(finals: Finals, trial: int) -> str:
         return line + ", measured beside the finalists"
     speedup = finals.speedups().get(trial)
     chosen = finals.decision().choice == trial if finals.complete else False
-    said = f"; {speedup.text()} over the baseline beside it" if speedup is not None else ""
-    return line + said + ("; recommended" if chosen else "")
+    said = f"; **{speedup.median:.2f}x** the baseline beside it (interval {speedup.low:.2f}-{speedup.high:.2f}x)" if speedup is not None else ""
+    return ("**recommended**; " if chosen else "") + line + said
 
 
 def save(trial: optuna.Trial | optuna.Study, body: str) -> None:

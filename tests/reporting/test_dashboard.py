@@ -78,7 +78,7 @@ def test_api_has_the_study_its_trials_objective_and_note(dashboard):
     assert re.search(r"not a point of the searched space: it ran (model=yolov5s|imgsz=128), which the search fixes at", first["note"]["body"])
     # the finals (1 finalist, 2 rounds) rewrote the notes of the configs they measured again
     assert re.search(r"- finals: [\d.]+ images/s median of 2 rounds \(min-max [\d.]+-[\d.]+\), measured beside the finalists", first["note"]["body"])
-    assert any(re.search(r"- finals: .* over the baseline beside it", t["note"]["body"]) for t in detail["trials"][1:])
+    assert any(re.search(r"- finals: .*x\*\* the baseline beside it \(interval [\d.]+-[\d.]+x\)", t["note"]["body"]) for t in detail["trials"][1:])
     assert re.search(r"Left out of the importance: trial 0 \(it ran (model=yolov5s|imgsz=128)", note)
     # params as they ran, in one space: the baseline's other model and image size are values of model and imgsz
     params = [{p["name"]: p["param_external_value"] for p in t["params"]} for t in detail["trials"]]
@@ -113,7 +113,9 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     shot = tmp_path / "study.png"
     subprocess.run([*flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    assert re.search(r'<img[^>]+src="/artifacts/\d+/[0-9a-f-]+"', dom.stdout), "the study note shows no figure"
+    note = subprocess.run([*flags, "--dump-dom", f"{page}/note"], capture_output=True, text=True, timeout=120)
+    assert note.returncode == 0 and "speedopt report: " in note.stdout  # the study's note: the report, with its figures
+    assert re.search(r'<img alt="optimisation history"[^>]+src="/artifacts/\d+/[0-9a-f-]+"', note.stdout), "the study note shows no figure"
     trial = f"{base}/dashboard/studies/{study_id}/trials?numbers=0"  # the trial list, on trial 0: its note
     dom = subprocess.run([*flags, "--dump-dom", trial], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0 and "Trial 0 (the baseline: your settings)" in dom.stdout and "images/s" in dom.stdout

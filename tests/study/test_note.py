@@ -64,7 +64,7 @@ def test_the_callback_saves_the_note_the_dashboard_reads(tmp_path):
     finals = Finals((0, 1), 3, tuple(measured), min_gain=0.05)
     note.write_finals(study, finals)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
-    assert "- finals: 12.5 images/s median of 3 rounds (min-max 12.0-13.0); 1.30x (interval 1.14-1.33x, min-max of 3 paired rounds) over the baseline beside it; recommended" in saved
+    assert "- finals: **recommended**; 12.5 images/s median of 3 rounds (min-max 12.0-13.0); **1.30x** the baseline beside it (interval 1.14-1.33x)" in saved
     base = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), study.get_trials()[0]._trial_id)["body"]
     assert "- finals: 10.0 images/s median of 3 rounds (min-max 9.0-11.0), measured beside the finalists" in base
 
