@@ -93,7 +93,7 @@ def knobs(table: pd.DataFrame, names: list[str], path: Path, outside: frozenset[
             picked = [i for i, m in enumerate(mask) if m]
             if picked:
                 ax.errorbar([order.index(values[i]) for i in picked], [speeds[i] for i in picked],
-                            yerr=[spreads[i] for i in picked], capsize=3, **style)  # type: ignore[arg-type]
+                            yerr=[spreads[i] for i in picked], capsize=3, **style)
         ax.set_xticks(range(len(order)), order)
         ax.set_xlabel(name)
         ax.set_ylim(bottom=0)
