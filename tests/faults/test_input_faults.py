@@ -261,10 +261,12 @@ def test_report_keeps_a_hostile_study_name_inside_reports(small_study, faults: F
     no_traceback(done)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     reports = faults.work / "reports"
+    store = faults.root / "hostile.db.artifacts"  # the dashboard's copies of the figures: named for the storage, not the study
     written = sorted(p for p in faults.root.rglob("*") if p.is_file() and p.name != "hostile.db"
-                     and faults.root / "inductor" not in p.parents)
+                     and faults.root / "inductor" not in p.parents and store not in p.parents)
     outside = [p for p in written if reports not in p.parents]
     assert written and outside == [], outside
+    assert [p.parent for p in store.rglob("*") if p.is_file()] and all(p.parent == store for p in store.rglob("*") if p.is_file())
     markdown = faults.work / done.stdout.strip().splitlines()[-1]
     assert markdown.parent == reports and markdown.is_file() and len(markdown.name) < 120, markdown
     assert markdown.with_suffix(".csv").is_file()

@@ -14,7 +14,7 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility
 from speedopt.reporting import Recommendation
-from speedopt.study import SearchConfig, StudyProtocol, TrialRecord, find_copies, plan
+from speedopt.study import SearchConfig, StudyProtocol, TrialRecord, find_copies, flat_attrs, plan
 
 BASELINE = "model=yolov5n imgsz=96 batch=4 workers=0"
 
@@ -138,6 +138,6 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
     assert set(trials) == {"original", "resized"}
     assert all(t.user_attrs["status"] == "ok" for t in trials.values())
     # The trainer of the resized trial read the copy's images (their long side is imgsz), the other the originals.
-    assert trials["resized"].user_attrs["image_long_side"] == 64
-    assert trials["original"].user_attrs["image_long_side"] == 1280
+    assert flat_attrs(trials["resized"].user_attrs)["image_long_side"] == 64
+    assert flat_attrs(trials["original"].user_attrs)["image_long_side"] == 1280
     assert study.user_attrs["copies"][0]["format"] == "png"

@@ -12,7 +12,7 @@ from speedopt.data import _dataset
 from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.measure import LABELS_ATTR, LabelCaches, TrialResult
 from speedopt.status import Status
-from speedopt.study import SearchConfig, plan, run
+from speedopt.study import SearchConfig, flat_attrs, plan, run
 from speedopt.study import _optimize as optimize_mod
 from tests.conftest import EVERY_CONFIG, run_cli
 
@@ -130,8 +130,8 @@ def test_a_real_search_builds_the_label_cache_once_and_no_trial_scans(tmp_path):
     assert built["train"]["cache"] == str((data.parent / "labels" / "train.cache").resolve())
     trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(trials) == 2 and all(t.user_attrs["status"] == "ok" for t in trials)
-    assert all(t.user_attrs["images_used"] < 24 for t in trials)  # subsets: without the cache, each would scan
-    assert [t.user_attrs["label_scan_s"] for t in trials] == [0.0, 0.0]
+    assert all(flat_attrs(t.user_attrs)["images_used"] < 24 for t in trials)  # subsets: without the cache, each would scan
+    assert [flat_attrs(t.user_attrs)["label_scan_s"] for t in trials] == [0.0, 0.0]
     again = run_cli(*args, "--space", str(space), cwd=tmp_path, timeout=900)
     assert again.returncode == 0, again.stderr
     assert "building the trainer's label cache" not in again.stderr

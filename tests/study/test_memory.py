@@ -3,6 +3,7 @@
 import optuna
 import pytest
 
+from speedopt.study import flat_attrs
 from tests.conftest import run_cli
 
 SEARCH = ["search", "--device", "cpu", "--quality", "off", "--repeats", "0", "--trials", "1", "--steps", "3",
@@ -12,7 +13,7 @@ SEARCH = ["search", "--device", "cpu", "--quality", "off", "--repeats", "0", "--
 def _trial(url: str) -> tuple[optuna.Study, dict]:
     studies = [optuna.load_study(study_name=n, storage=url) for n in optuna.study.get_all_study_names(url)]
     study = next(s for s in studies if "memory_fits" in s.user_attrs)  # not the probe-cache study
-    return study, study.trials[0].user_attrs
+    return study, flat_attrs(study.trials[0].user_attrs)
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.quality import CACHE_STUDY
+from speedopt.study import flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
@@ -75,7 +76,7 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     assert first.user_attrs["config"]["imgsz"] == 128 and first.user_attrs["config"]["batch"] == 4
     version = importlib.metadata.version("ultralytics")
     for t in trials:  # every config of this space runs on this machine: each trial must measure ok
-        a = t.user_attrs
+        a = flat_attrs(t.user_attrs)
         assert a["status"] == "ok", a["message"]
         assert a["images_per_s"] > 0 and t.value == pytest.approx(a["images_per_s"])
         assert 0 <= a["data_wait_fraction"] <= 1 and a["setup_s"] > 0 and a["peak_ram_mb"] > 0
@@ -122,8 +123,8 @@ def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_ya
     assert "recommended: trial 0:" in done.stdout  # the study went on to a recommendation: the baseline
 
     for t in trials[1:]:
-        assert "cache=ram needs about" in t.user_attrs["message"] and "--ram-limit" in t.user_attrs["message"]
-        assert t.user_attrs["measure_started_at"] is None  # rejected without running
+        assert "cache=ram needs about" in flat_attrs(t.user_attrs)["message"] and "--ram-limit" in flat_attrs(t.user_attrs)["message"]
+        assert flat_attrs(t.user_attrs)["measure_started_at"] is None  # rejected without running
         assert t.value == 0.0 and t.constraints["measured"] == 1.0
 
 
@@ -172,7 +173,7 @@ def test_two_searches_on_one_host_never_measure_at_once(demo_yaml, space_file, t
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert any("waiting for the host measurement lock" in err for _, err in outputs)
     spans = sorted(
-        (t.user_attrs["measure_started_at"], t.user_attrs["measure_ended_at"])
+        (flat_attrs(t.user_attrs)["measure_started_at"], flat_attrs(t.user_attrs)["measure_ended_at"])
         for name in ("a", "b")
         for t in _study(f"sqlite:///{tmp_path}/{name}.db").trials
     )

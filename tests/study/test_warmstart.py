@@ -10,7 +10,7 @@ from optuna.trial import TrialState, create_trial
 from speedopt import data as dataset
 from speedopt.knobs import Knobs
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Domain, Space, adapt
+from speedopt.study import Domain, Space, adapt, flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "gpus": ["NVIDIA H200"]},
@@ -67,7 +67,7 @@ def test_warm_start_from_a_bigger_machine(demo_yaml, tmp_path):
     assert [t.user_attrs["source_trial"] for t in trials[1:]] == [1, 2, 4]  # fastest feasible first, no duplicate
     for t in trials[1:]:
         cfg = t.user_attrs["config"]
-        assert t.user_attrs["status"] == "ok", t.user_attrs["message"]
+        assert t.user_attrs["status"] == "ok", flat_attrs(t.user_attrs)["message"]
         assert cfg["workers"] <= cores and cfg["amp"] is False and cfg["batch"] <= 16 and cfg["cache"] != "ram"
     assert [t.user_attrs["config"]["imgsz"] for t in trials[1:]] == [96, 128, 128]
     assert [t.user_attrs["config"]["cache"] for t in trials[1:]] == ["none", "disk", "none"]

@@ -9,6 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from speedopt.study import flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
@@ -60,7 +61,7 @@ def test_two_workers_share_one_postgres_study(demo_yaml, tmp_path):
     for t in complete[1:]:
         by_worker.setdefault(t.user_attrs["worker"]["pid"], []).append(t.number)
     assert sorted(by_worker) == sorted(p.pid for p in procs), by_worker  # both workers measured trials
-    spans = sorted((t.user_attrs["measure_started_at"], t.user_attrs["measure_ended_at"]) for t in complete)
+    spans = sorted((flat_attrs(t.user_attrs)["measure_started_at"], flat_attrs(t.user_attrs)["measure_ended_at"]) for t in complete)
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert end <= start  # the host lock kept their measurements apart
     print({pid: len(n) for pid, n in by_worker.items()})
