@@ -34,7 +34,7 @@ from speedopt.reporting._scaling import scaling_section
 from speedopt.reporting._verify import verified_section
 from speedopt.speedup import METHOD
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, Space, StudyProtocol, TrialRecord, finalists, outcome, redact
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, finalists, outcome, redact, save_note
 
 if TYPE_CHECKING:
     import optuna
@@ -335,14 +335,14 @@ def _bottlenecks(p: StudyProtocol, done: list[TrialRecord], projections: dict[in
     return lines + [""]
 
 
-def _importance(study: optuna.Study, done: list[TrialRecord], space: Space) -> list[str]:
+def _importance(study: optuna.Study, done: list[TrialRecord], outside: dict[int, str]) -> list[str]:
     """Optuna's importance of each searched knob, from the ok trials as they ran; a trial that is no point of
     the space (the baseline on another model, say) is left out and named: it would skew every knob's share."""
     import optuna
 
     lines = ["## 7. Parameter importance and figures", ""]
-    placed = {r.number: r for r in done if r.result.ok and space.outside(r.config) is None}
-    left_out = [f"trial {r.number} ({space.outside(r.config)})" for r in done if r.result.ok and r.number not in placed]
+    placed = {r.number: r for r in done if r.result.ok and r.number not in outside}
+    left_out = [f"trial {r.number} ({outside[r.number]})" for r in done if r.result.ok and r.number in outside]
     note = [f"Left out of the importance: {'; '.join(left_out)}.", ""] if left_out else []
     ok = [t for t in study.get_trials(deepcopy=False) if t.number in placed and t.params]
     if len(ok) < 3:
@@ -414,7 +414,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     table = trial_table(study, done)
     base, best = result.baseline, result.recommended
     projections, val_notes = _projections(study, result, (base, best), epochs, measure_validation)
-    figs = _figures(table, p, result, files.figures)
+    outside = {r.number: why for r in done if (why := p.space.outside(r.config)) is not None}  # no point of the space
+    figs = _figures(table, p, result, files.figures, frozenset(outside))
     md = [f"# speedopt report: {study.study_name}", ""]
     md += _machine_and_dataset(p, result, done) + _side_by_side(base, best, result)
     pb, pr = (projections.get(r.number) if r else None for r in (base, best))
@@ -426,7 +427,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += _honoured(p) + _warm_start(p, done)
     md += ceilings_section(study, result) + _pruned(study)
     md += _trials(table, base) + scaling_section(done) + memory_section(done) + _ended_early(result)
-    md += _bottlenecks(p, done, projections, epochs) + _importance(study, done, p.space)
+    md += _bottlenecks(p, done, projections, epochs) + _importance(study, done, outside)
     for title, fig in figs:
         md += [f"![{title}]({files.link}/{fig.name})", ""]
     md += _accuracy_note(p, result)
@@ -441,7 +442,9 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     return Written(path, tuple(fig for _, fig in figs), csv)
 
 
-def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folder: Path) -> list[tuple[str, Path]]:
+def _figures(
+    table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folder: Path, outside: frozenset[int] = frozenset()
+) -> list[tuple[str, Path]]:
     """The figures that have something to show, with their titles; a stale one from an earlier report is removed."""
     searched = list(p.space.sampled())
     threshold = None
@@ -451,9 +454,7 @@ def _figures(table: pd.DataFrame, p: StudyProtocol, result: SearchOutcome, folde
     labels = {r.number: _label(r, result.baseline) for r in result.trials}
     drawn = {
         "optimisation history": figures.history(table, folder / "history.png"),
-        "throughput against each knob": figures.knobs(
-            table, searched, folder / "knobs.png", frozenset(r.number for r in result.trials if p.space.outside(r.config) is not None)
-        ),
+        "throughput against each knob": figures.knobs(table, searched, folder / "knobs.png", outside),
         "speed vs mAP50-95": figures.speed_vs_map(table, threshold, folder / "speed_vs_map.png"),
         "finals": figures.finals(result.finals, labels, folder / "finals.png") if result.finals else None,
     }
@@ -476,8 +477,6 @@ def _label(record: TrialRecord, base: TrialRecord | None) -> str:
 def _save_note(study: optuna.Study, text: str, path: Path, links: dict[str, str]) -> None:
     """The report as the study's note in optuna-dashboard: each figure from the study's artifacts (``links``, by
     file name), or named when it was not uploaded (it lives on disk beside the report)."""
-    from optuna_dashboard import save_note
-
     def shown(line: str) -> str:
         if not line.startswith("!["):
             return line

@@ -12,6 +12,7 @@ from speedopt.study._ceilings import of_config as ceilings_of_config
 from speedopt.study._config import SearchConfig
 from speedopt.study._copies import DataCopy, find_copies, make_copies
 from speedopt.study._finals import Finals, Repeat, finalists
+from speedopt.study._note import save as save_note
 from speedopt.study._optimize import QuietView, View, best_feasible, run, suggest
 from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome, recommended_trial
 from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
@@ -38,6 +39,7 @@ from speedopt.study._transfer import export, import_study, split_source
 from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
 
 __all__ = [
+    "save_note",
     "flat_attrs",
     "CEILINGS_FOR_ATTR",
     "ceilings_of_config",

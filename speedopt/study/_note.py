@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
 from speedopt.quality import Feasibility
+from speedopt.study._record import SHOWN, TrialRecord, baseline_trial, records
+from speedopt.study._space import Space
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
     from speedopt.study._finals import Finals
-    from speedopt.study._record import TrialRecord
 
 ROLES = {"baseline": "the baseline: your settings", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
 
@@ -66,8 +67,8 @@ def trial_note(record: TrialRecord, baseline: TrialRecord | None, finals: str = 
     lines.append(f"- accuracy: {_accuracy(record)}")
     lines.append("")
     lines.append(
-        "The key figures are user attributes of their own (status, images_per_s, data_wait_fraction, config, feasible, "
-        "map_loss); every other measured figure is in the JSON attributes measurement and accuracy."
+        f"The key figures are user attributes of their own ({', '.join(SHOWN)}); every other measured figure is in the "
+        "JSON attributes measurement and accuracy."
     )
     return "\n".join(lines)
 
@@ -95,12 +96,9 @@ def save(trial: optuna.Trial | optuna.Study, body: str) -> None:
     save_note(trial, body)
 
 
-def _write(study: optuna.Study, frozen: FrozenTrial, finals: Finals | None) -> None:
+def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | None, finals: Finals | None) -> None:
     """Save the note of one trial (nothing for a trial without a measurement)."""
     import optuna
-
-    from speedopt.study._record import TrialRecord, baseline_trial, records
-    from speedopt.study._space import Space
 
     record = TrialRecord.from_frozen(frozen)
     if record is None:
@@ -108,17 +106,19 @@ def _write(study: optuna.Study, frozen: FrozenTrial, finals: Finals | None) -> N
     stored = study.user_attrs.get("space")
     outside = Space.from_dict(stored).outside(record.config) if isinstance(stored, dict) else None
     line = finals_line(finals, record.number) if finals is not None else ""
-    note = trial_note(record, baseline_trial(records(study)), finals=line, outside=outside)
-    save(optuna.trial.Trial(study, frozen._trial_id), note)
+    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline, finals=line, outside=outside))
 
 
 def write(study: optuna.Study, frozen: FrozenTrial) -> None:
     """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
-    _write(study, frozen, None)
+    if frozen.state.is_finished() and "status" in frozen.user_attrs:  # read the study only for a measured trial
+        _write(study, frozen, baseline_trial(records(study)), None)
 
 
 def write_finals(study: optuna.Study, finals: Finals) -> None:
     """Rewrite the notes of the trials the finals measured again, with their medians and intervals."""
+    done = {r.number: r for r in records(study)}
+    baseline = done.get(finals.baseline)
     for frozen in study.get_trials(deepcopy=False):
         if frozen.number in finals.trials:
-            _write(study, frozen, finals)
+            _write(study, frozen, baseline, finals)

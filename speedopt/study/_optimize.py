@@ -321,7 +321,7 @@ def _objective(plan: SearchPlan, view: View, judge: Judge, inputs: _Inputs) -> C
         for key, value in measurement_attrs(stored).items():
             trial.set_user_attr(key, value)
         if result.ok:
-            trial.set_user_attr("phase", "accuracy: quality probes, if its signature needs any")
+            trial.set_user_attr("phase", "accuracy")  # quality probes, if its signature needs any
             verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
         else:
             verdict = not_measured(knobs, result.status)
