@@ -24,6 +24,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
         os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="speedopt-test-state-")
 
+_CURRENT: pytest.Item | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _CURRENT
+    _CURRENT = item
+
+
 # Trials in tests are tiny: small images, a few steps. Real trainer, real data, CPU.
 #: Search flags for a test that counts trials: every config is measured to its end, whatever measures faster
 #: here (no stop at the ceiling, no pruning), so no assertion depends on this machine's noise.
@@ -39,9 +48,32 @@ def demo_yaml(tmp_path_factory) -> Path:
 
 
 def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    process: bool | None = None,
+) -> subprocess.CompletedProcess:
+    """Run the `speedopt` command line and capture what it printed (``env``: extra variables).
+
+    In-process by default, through :func:`speedopt.cli.main` (what ``python -m speedopt`` calls), with
+    the working folder, the environment, ``TMPDIR`` and the signal handlers set for the call and put back
+    after it: refusals and error lines cost milliseconds, not a new Python. ``process=True`` starts the
+    real entry point in a subprocess, as a user would: for a test about the process itself (signals,
+    exit on a parent's death, what the entry point imports). A ``slow`` test (it starts a trainer) runs
+    it in a subprocess unless told otherwise: its time is the trainer's, and it proves the entry point.
+    """
+    if process is None:
+        process = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
+    if process:
+        return run_process(*args, cwd=cwd, timeout=timeout, env=env)
+    return run_in_process(*args, cwd=cwd, env=env)
+
+
+def run_process(
     *args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """Run the real `speedopt` entry point in a subprocess, as a user would (``env``: extra variables)."""
+    """The real `speedopt` entry point in a subprocess, as a user would run it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "speedopt", *args],
@@ -51,6 +83,47 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def run_in_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """:func:`speedopt.cli.main` in this process, its stdout and stderr captured; an uncaught exception
+    prints its traceback to the captured stderr and exits 1, as the interpreter would."""
+    import contextlib
+    import io
+    import signal
+    import tempfile
+    import traceback
+
+    from speedopt.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_tmp = dict(os.environ), os.getcwd(), tempfile.tempdir
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    os.environ.update(env or {})
+    tempfile.tempdir = None  # read TMPDIR again, as a new process would
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: --help, --version, a usage error
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        tempfile.tempdir = saved_tmp
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(["speedopt", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +142,7 @@ def small_study(demo_yaml, tmp_path_factory):
         "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
         "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--no-stop-at-ceiling",
         "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2", "--no-ablation",
-        cwd=work, timeout=900,
+        cwd=work, timeout=900, process=True,
 
     )
     assert done.returncode == 0, done.stderr

@@ -141,7 +141,9 @@ def _size(image: Path) -> tuple[int, int] | None:
     try:
         with Image.open(image) as im:
             w, h = im.size
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+    except (OSError, SyntaxError, ValueError, ImportError, Image.DecompressionBombError):
+        # ImportError: Ultralytics, once imported, patches Image.open to try a HEIF plug-in on a file
+        # PIL cannot identify, and that plug-in may not be installed
         return None
     return (int(w), int(h)) if w > 0 and h > 0 else None
 

@@ -19,6 +19,7 @@ from speedopt.errors import UsageError
 
 MAX_BYTES = 1 << 20  # 1 MiB: a data.yaml or space file is a few hundred bytes
 MAX_EXPANDED = 2 * MAX_BYTES  # nodes + scalar characters once every alias is expanded
+MAX_DEPTH = 100  # nested collections: a data.yaml or space file nests two or three deep
 
 
 class _TooLarge(Exception):
@@ -53,10 +54,25 @@ def _expanded_size(root: yaml.Node, budget: int) -> int:
     return size(root)
 
 
+class _TooDeep(Exception):
+    """Raised while composing: collections nest deeper than :data:`MAX_DEPTH`."""
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that measures the composed document before building any Python object from it."""
+    """SafeLoader that bounds the nesting while it composes (refused at once, not at the interpreter's
+    recursion limit) and measures the composed document before building any Python object from it."""
 
     budget = MAX_EXPANDED
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _TooDeep
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
@@ -87,7 +103,7 @@ def read_yaml(path: str | os.PathLike[str], what: str, max_bytes: int = MAX_BYTE
     except (ValueError, OverflowError) as exc:  # a scalar the constructor cannot build: 5000-digit int, bad date
         why = str(exc).split(";")[0][:120]
         raise UsageError(f"{what} {file} holds a value YAML cannot read ({why}); fix the file") from None
-    except RecursionError:
+    except (RecursionError, _TooDeep):
         raise UsageError(f"{what} {file} nests its YAML too deeply to read; flatten the file") from None
     except _TooLarge as exc:
         raise UsageError(

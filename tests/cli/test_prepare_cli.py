@@ -80,8 +80,45 @@ def _final_images(out: Path) -> list[Path]:
     return [p for p in out.rglob("*.jpg") if not p.name.startswith(".")]
 
 
+class Held:
+    """One train image replaced by a FIFO that nobody writes yet: whoever opens it to decode it waits there
+    until :meth:`release`. So a run is held part-way, for certain, until the test has sent its signal: the
+    race between the signal and the end of the work is the test's, not the machine's load."""
+
+    def __init__(self, yaml_path: Path):
+        images = sorted((yaml_path.parent / "images" / "train").glob("*.jpg"))
+        self.path = images[len(images) // 2]
+        self.original = self.path.read_bytes()
+        self.path.unlink()
+        os.mkfifo(self.path)
+        self.released = False
+
+    def release(self) -> None:
+        """Let a reader blocked on the FIFO go on (it reads nothing: an undecodable image), then put the real image back."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: nobody is reading, so nobody waits
+            os.close(fd)
+        except OSError:
+            pass
+        self.path.unlink()
+        self.path.write_bytes(self.original)
+
+
+def _held_until_images_appear(child: subprocess.Popen, out: Path) -> None:
+    deadline = time.monotonic() + 120  # a hang guard only: the run cannot finish while the FIFO holds it
+    while not _final_images(out) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert child.poll() is None, "the run ended while an image was held"
+    assert _final_images(out), "no image was written in 120 s"
+
+
+@pytest.mark.slow  # a real prepare process (and, with --jobs 2, its spawned workers)
 def test_killed_run_leaves_only_whole_files_and_a_rerun_resumes(tmp_path):
     yaml_path = data.generate(tmp_path / "big", data.DemoSpec(train=32, val=8, width=1280, height=960))
+    held = Held(yaml_path)
     out = tmp_path / "copy"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(
@@ -89,13 +126,12 @@ def test_killed_run_leaves_only_whole_files_and_a_rerun_resumes(tmp_path):
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 120  # a hang guard only: the test waits for files, not for time
-        while not _final_images(out) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _held_until_images_appear(child, out)
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait()
-    assert child.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+        held.release()
+    assert child.returncode == -signal.SIGKILL
     assert not (out / data.MANIFEST).exists() and (out / ".speedopt-preparing").is_file()
     finals = _final_images(out)
     assert 1 <= len(finals) < 40
@@ -111,23 +147,25 @@ def test_killed_run_leaves_only_whole_files_and_a_rerun_resumes(tmp_path):
     assert len(_final_images(out)) == 40
 
 
+@pytest.mark.slow  # a real prepare process and its spawned workers
 def test_ctrl_c_stops_the_workers_and_leaves_no_half_written_file(tmp_path):
     import psutil
 
     yaml_path = data.generate(tmp_path / "big", data.DemoSpec(train=32, val=8, width=1280, height=960))
+    held = Held(yaml_path)
     out = tmp_path / "copy"
     child = subprocess.Popen(
         [sys.executable, "-m", "speedopt", "prepare", "--data", str(yaml_path), "--imgsz", "320", "--out", str(out), "--jobs", "2"],
         cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
-        deadline = time.monotonic() + 120  # a hang guard only
-        while not _final_images(out) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _held_until_images_appear(child, out)
         workers = psutil.Process(child.pid).children(recursive=True)
         child.send_signal(signal.SIGINT)
+        held.release()  # the signal is sent: the worker that waited on the held image may go on
         _, stderr = child.communicate(timeout=120)
     finally:
+        held.release()
         if child.poll() is None:
             child.kill()
     assert child.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import cv2
@@ -18,15 +19,29 @@ DEMO = data.DemoSpec(train=6, val=3, width=1280, height=960)
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory) -> data.Dataset:
-    """A 9-image demo set at 1280x960 that the tests here only read."""
-    return data.load(data.generate(tmp_path_factory.mktemp("prep") / "shapes", DEMO))
+def pristine(tmp_path_factory) -> Path:
+    """A 9-image demo set at 1280x960, generated once for the module (its root); never changed."""
+    return data.generate(tmp_path_factory.mktemp("prep-pristine") / "shapes", DEMO).parent
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, pristine) -> data.Dataset:
+    """A copy of the pristine set that the tests here only read."""
+    return data.load(_copy_of(pristine, tmp_path_factory.mktemp("prep") / "shapes"))
 
 
 @pytest.fixture
-def fresh(tmp_path) -> data.Dataset:
-    """A demo set of the test's own, to damage or change."""
-    return data.load(data.generate(tmp_path / "shapes", DEMO))
+def fresh(tmp_path, pristine) -> data.Dataset:
+    """A copy of the pristine set of the test's own, to damage or change."""
+    return data.load(_copy_of(pristine, tmp_path / "shapes"))
+
+
+def _copy_of(root: Path, to: Path) -> Path:
+    """A copy of the demo set at ``root`` under ``to`` (files and times), its data.yaml pointing at the copy."""
+    shutil.copytree(root, to)
+    spec = yaml.safe_load((to / "data.yaml").read_text())
+    (to / "data.yaml").write_text(yaml.safe_dump({**spec, "path": str(to)}, sort_keys=False))
+    return to / "data.yaml"
 
 
 def _images(root: Path, suffix: str) -> list[Path]:
@@ -70,7 +85,7 @@ def test_copy_yaml_trains_on_the_copy(shared, tmp_path):
 
 @pytest.mark.parametrize("fmt", ["png", "npy"])
 def test_lossless_formats(shared, tmp_path, fmt):
-    copy = data.prepare(shared, data.PrepareSpec(256, fmt), out=tmp_path / fmt, jobs=2).copy
+    copy = data.prepare(shared, data.PrepareSpec(256, fmt), out=tmp_path / fmt, jobs=1).copy
     pngs = _images(copy.root, ".png")
     assert len(pngs) == 9 and all(_long_side(p) == 256 for p in pngs)
     arrays = _images(copy.root, ".npy")
@@ -114,7 +129,7 @@ def test_images_at_or_below_imgsz_are_not_upscaled(shared, tmp_path):
 def test_corrupt_image_is_skipped_listed_and_its_label_not_copied(fresh, tmp_path):
     bad = fresh.train_images[2]
     bad.write_bytes(b"this is not a jpeg" * 10)
-    report = data.prepare(fresh, data.PrepareSpec(320), out=tmp_path / "copy", jobs=2)
+    report = data.prepare(fresh, data.PrepareSpec(320), out=tmp_path / "copy", jobs=1)
     copy = report.copy
     assert copy.corrupt == (str(bad),) and copy.images == 8 and copy.train_images == 5 and report.written == 8
     out_image = copy.root / bad.relative_to(fresh.root)

@@ -205,6 +205,7 @@ def test_a_lock_folder_of_another_user_is_refused(faults):
     assert list(planted.iterdir()) == []
 
 
+@pytest.mark.slow  # starts processes
 def test_the_lock_wait_line_never_names_an_exited_process_as_the_holder(faults):
     data = faults.dataset()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

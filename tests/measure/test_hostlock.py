@@ -30,6 +30,7 @@ def _holder(seconds: float) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.slow  # starts a process
 def test_waits_for_the_holder_and_says_who_it_is():
     holder = _holder(1.5)
     messages = []
@@ -119,6 +120,7 @@ def test_a_lock_folder_of_another_user_is_refused(default_lock):
     assert list(default_lock.iterdir()) == []
 
 
+@pytest.mark.slow  # starts a process
 def test_the_wait_line_never_names_an_exited_process_as_the_holder(tmp_path, monkeypatch):
     # The file names a process that has exited, while a process that did not record itself holds the lock.
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

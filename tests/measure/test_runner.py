@@ -3,6 +3,8 @@
 import signal
 import time
 
+import pytest
+
 from speedopt.knobs import Knobs
 from speedopt.measure import JobOutcome, ProbeJob, ValidateJob, run_job
 from speedopt.measure._jobs import job_from_json, job_to_json
@@ -46,6 +48,7 @@ def test_jobs_round_trip_through_json():
         assert job_from_json(job_to_json(job)) == job
 
 
+@pytest.mark.slow  # starts child jobs
 def test_a_real_child_that_fails_reports_error_and_one_that_hangs_is_killed(tmp_path):
     missing = ProbeJob("ultralytics", None, str(tmp_path / "none.yaml"), Knobs(model="yolov5n"), "cpu", 60, str(tmp_path))
     done = run_job(missing, "test")

@@ -45,6 +45,7 @@ def test_an_ultralytics_checkpoint_passes(torch, tmp_path, legacy):
     assert {"ema", "model", "train_args"} <= peek(path).keys
 
 
+@pytest.mark.slow  # imports the classic yolov5 package (~6 s)
 def test_a_classic_checkpoint_with_numpy_and_optimizer_state_passes(torch, tmp_path):
     import numpy as np
 

@@ -124,6 +124,7 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow  # serves the real dashboard
 def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
     url = f"sqlite:///{tmp_path}/best.db"
     study = optuna.create_study(study_name="rejected-fastest", storage=url, direction="maximize")
@@ -142,6 +143,7 @@ def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow  # serves the real dashboard
 def test_the_probe_cache_is_not_listed_and_study_prints_its_page(tmp_path):
     from speedopt.quality import CACHE_STUDY
 
@@ -162,6 +164,7 @@ def test_the_probe_cache_is_not_listed_and_study_prints_its_page(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["nope", "speedopt-probe-cache"])
+@pytest.mark.slow  # serves the real dashboard
 def test_study_that_is_not_the_users_is_one_line_and_exit_2(tmp_path, name):
     from speedopt.quality import CACHE_STUDY
 

@@ -200,6 +200,7 @@ FAKE_TRAINER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts a child job
 def test_the_run_loop_times_new_rows_from_the_marker_and_kills_on_timeout(tmp_path):
     results = tmp_path / "runs" / "verify" / "results.csv"
     notes = []

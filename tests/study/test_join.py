@@ -31,6 +31,7 @@ def search(demo_yaml, tmp_path):
     return plan(config)
 
 
+@pytest.mark.slow  # starts processes
 def test_searches_opening_one_new_study_at_once_make_one_baseline(search, tmp_path):
     ctx = multiprocessing.get_context("fork")
     for attempt in range(3):  # the race is lost only sometimes: give it three chances on new storages

@@ -28,6 +28,7 @@ def _config(data, tmp_path, trials=3):
     return SearchConfig(
         data=str(data), device="cpu", baseline=BASELINE, storage=f"sqlite:///{tmp_path}/s.db", study="s",
         quality="off", trials=trials, repeats=0, steps=3, warmup=1,
+        warm=False,  # no warm worker: with the faked jobs below, no process starts at all
     )
 
 
@@ -54,6 +55,7 @@ def fakes(monkeypatch):
         return LabelCaches(tuple(LabelCacheBuild(y, splits) for y in yamls))
 
     monkeypatch.setattr(optimize_mod, "run_trial", trial)
+    monkeypatch.setattr(optimize_mod.memory_mod, "predicted", lambda study, p, request, *a: (request, None))  # no memory fit
     monkeypatch.setattr(optimize_mod, "build_label_caches", build, raising=False)
     return seen
 

@@ -116,6 +116,7 @@ def _open_at_once(url, barrier, results):
         results.put(f"{type(exc).__name__}: {exc}")
 
 
+@pytest.mark.slow  # starts processes
 def test_processes_creating_one_new_storage_at_once_all_open_it(tmp_path):
     # Four processes released together on a new SQLite file: Optuna's table creation and alembic stamp race.
     ctx = multiprocessing.get_context("fork")
