@@ -1,43 +1,21 @@
-"""Datasets: a YOLO data.yaml checked and fingerprinted, and the built-in synthetic demo set."""
+"""Datasets: a YOLO data.yaml checked and fingerprinted, the built-in synthetic demo set, and a dataset's
+pre-resized copy (:func:`prepare`, found again by :func:`find_copy`)."""
 
-from speedopt.data._dataset import (
-    IMAGE_SUFFIXES,
-    Dataset,
-    DatasetFingerprint,
-    SampledSizes,
-    estimate_ram_cache_bytes,
-    fingerprint,
-    label_path,
-    load,
-    sample_sizes,
-)
-from speedopt.data._demo import CLASSES, FORMATS, PHOTOS, DemoSpec, generate, parse_size
-from speedopt.data._prepare import FORMATS as PREPARE_FORMATS
-from speedopt.data._prepare import (
-    MANIFEST,
-    PreparedCopy,
-    PrepareReport,
-    PrepareSpec,
-    check_spec,
-    default_out,
-    find_copy,
-    prepare,
-    source_id,
-)
-from speedopt.data._root import datasets_dir, resolution_env, write_trainer_yaml
-from speedopt.data._yamlfile import MAX_BYTES, read_yaml
+from speedopt.data._dataset import Dataset, DatasetFingerprint, estimate_ram_cache_bytes, fingerprint, label_path, load
+from speedopt.data._demo import FORMATS, PHOTOS, DemoSpec, generate, parse_size
+from speedopt.data._manifest import FORMATS as PREPARE_FORMATS
+from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareReport, PrepareSpec, check_spec
+from speedopt.data._plan import default_out, source_id
+from speedopt.data._prepare import find_copy, prepare
+from speedopt.data._root import resolution_env, settings_file, write_trainer_yaml
+from speedopt.data._yamlfile import read_yaml
 
 __all__ = [
-    "CLASSES",
-    "IMAGE_SUFFIXES",
-    "MAX_BYTES",
     "Dataset",
     "DatasetFingerprint",
     "DemoSpec",
     "FORMATS",
     "PHOTOS",
-    "SampledSizes",
-    "datasets_dir",
     "estimate_ram_cache_bytes",
     "fingerprint",
     "generate",
@@ -46,7 +24,7 @@ __all__ = [
     "parse_size",
     "read_yaml",
     "resolution_env",
-    "sample_sizes",
+    "settings_file",
     "write_trainer_yaml",
     "MANIFEST",
     "PREPARE_FORMATS",

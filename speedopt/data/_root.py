@@ -33,7 +33,7 @@ def caller_cwd() -> Path:
     return Path(os.environ.get(CWD_ENV) or os.getcwd())
 
 
-def _settings_file() -> Path:
+def settings_file() -> Path:
     """The user's Ultralytics settings file (``ultralytics.utils.get_user_config_dir``), never created here."""
     if folder := os.environ.get("YOLO_CONFIG_DIR"):
         base = Path(folder).expanduser()
@@ -54,7 +54,7 @@ def datasets_dir() -> Path:
     if given := os.environ.get(DATASETS_ENV):
         return Path(given)
     try:
-        value = json.loads(_settings_file().read_text()).get("datasets_dir")
+        value = json.loads(settings_file().read_text()).get("datasets_dir")
     except (OSError, ValueError, AttributeError):
         value = None
     return Path(value) if isinstance(value, str) and value else caller_cwd() / "datasets"

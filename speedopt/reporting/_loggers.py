@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from speedopt.data._root import _settings_file
+from speedopt.data import settings_file
 
 # settings key -> (the package that makes it active, Ultralytics' default when the key is missing)
 _ULTRALYTICS: dict[str, tuple[str, bool]] = {
@@ -72,7 +72,7 @@ def _online(name: str) -> bool:
 
 def _settings() -> dict[str, object]:
     try:
-        data = json.loads(_settings_file().read_text())
+        data = json.loads(settings_file().read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -87,6 +87,6 @@ def logger_integrations(engine: str) -> list[LoggerIntegration]:
     out = []
     for name, (package, default) in _ULTRALYTICS.items():
         if settings.get(name, default) is True and _installed(package):
-            source = f"on in {_settings_file()}" if name in settings else "on by Ultralytics' default"
+            source = f"on in {settings_file()}" if name in settings else "on by Ultralytics' default"
             out.append(LoggerIntegration(name, package, _online(name), source))
     return out

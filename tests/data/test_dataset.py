@@ -4,6 +4,7 @@ import pytest
 from PIL import Image
 
 from speedopt import data as dataset
+from speedopt.data import _dataset
 from speedopt.errors import UsageError
 
 
@@ -85,7 +86,7 @@ def _break(copy):
 def test_unreadable_images_are_skipped_and_counted(copy):
     broken = _break(copy)
     ds = dataset.load(copy)
-    seen = dataset.sample_sizes(ds.train_images, sample=len(ds.train_images))
+    seen = _dataset.sample_sizes(ds.train_images, sample=len(ds.train_images))
     assert set(seen.unreadable) == broken and len(seen.sizes) == 48
     fp = dataset.fingerprint(ds, sample=60)
     assert fp.unreadable == 3 and fp.mean_width == 160 and "skipped 3 unreadable" in fp.notes()[0]
@@ -102,9 +103,9 @@ def test_a_clean_dataset_is_sampled_as_before(copy):
 
     ds = dataset.load(copy)
     old = random.Random(0).sample(list(ds.train_images), 30)
-    seen = dataset.sample_sizes(ds.train_images, sample=30)
+    seen = _dataset.sample_sizes(ds.train_images, sample=30)
     assert seen.tried == 30 and seen.unreadable == ()
-    assert [ds.train_images.index(p) for p in old] == list(dataset._dataset._draws(len(ds.train_images), 30, 0, 0))
+    assert [ds.train_images.index(p) for p in old] == list(_dataset._draws(len(ds.train_images), 30, 0, 0))
     assert dataset.fingerprint(ds).unreadable == 0 and dataset.fingerprint(ds).notes() == ()
 
 

@@ -36,12 +36,12 @@ def test_relative_path_falls_back_to_the_users_datasets_dir(shapes, tmp_path):
     settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps({"datasets_dir": str(tmp_path / "sets")}))
     ds = dataset.load(_yaml(tmp_path / "cfg", "path: shapes\n"))
-    assert dataset.datasets_dir() == tmp_path / "sets"
+    assert _root.datasets_dir() == tmp_path / "sets"
     assert ds.root == shapes
 
 
 def test_without_settings_datasets_dir_is_the_working_directorys(shapes, tmp_path):
-    assert dataset.datasets_dir() == tmp_path / "work" / "datasets"
+    assert _root.datasets_dir() == tmp_path / "work" / "datasets"
 
 
 def test_yaml_folder_is_not_a_fallback_ultralytics_would_not_use(shapes, tmp_path):

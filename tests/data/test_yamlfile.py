@@ -2,7 +2,7 @@
 
 import pytest
 
-from speedopt.data import MAX_BYTES, read_yaml
+from speedopt.data._yamlfile import MAX_BYTES, read_yaml
 from speedopt.errors import UsageError
 
 
