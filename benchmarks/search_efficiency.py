@@ -39,11 +39,12 @@ from typing import Any
 import yaml
 
 import speedopt
-from speedopt import data, engines, study
+from speedopt import data, engines
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
 from speedopt.measure import warm_worker
 from speedopt.offline import cache_dir
+from speedopt.search import RANK_MODES, SearchConfig, View, plan
 
 TIES = 0.10  # grid configs within this share of the grid's best are ties with it (one measurement each)
 TARGET_SHARE, TARGET_TIME = 0.95, 0.35  # issue 16: >= 95% of the grid's best in <= 35% of its time
@@ -54,7 +55,7 @@ SMALL = {"models": "yolov5n", "imgsz": "64", "batch": "2,4", "cache": "none,ram"
          "budget": 2, "steps": 3, "warmup": 1, "train_images": 16, "size": "96x72"}
 
 
-class Timeline(study.View):
+class Timeline(View):
     """Timestamps of the search's phases, from the hooks every search reports to its view."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
@@ -95,7 +96,7 @@ class Timeline(study.View):
         elif self._probe_from is None:
             self._probe_from = self._measured
 
-    def waiting(self, message: str) -> None:
+    def note(self, message: str) -> None:
         if message.startswith("ceiling ranking: ") and "measuring them" in message:
             self._rank_from = time.monotonic()
         elif message.startswith("ceiling ranking: ranked") and self._rank_from is not None:
@@ -154,8 +155,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
     space_file.write_text(yaml.safe_dump({"model": models, "imgsz": sizes, "batch": batches, "cache": caches, "freeze": [0]}))
     baseline = f"model={models[-1]} imgsz={max(sizes)} batch={batches[-1]} cache={caches[0]} workers=0"
 
-    def config(yaml_path: Path) -> study.SearchConfig:
-        return study.SearchConfig(
+    def config(yaml_path: Path) -> SearchConfig:
+        return SearchConfig(
             data=str(yaml_path), trials=args.budget, storage=f"sqlite:///{work / 'search' / 'search.db'}",
             study="search-efficiency", space_file=str(space_file), baseline=baseline, steps=args.steps,
             warmup=args.warmup, finalists=args.finalists, repeats=args.repeats, seed=args.seed, device="cpu",
@@ -163,7 +164,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             ablate=args.ablation, warm=not args.cold, ceiling_rank=args.ceiling_rank, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
         )
 
-    planned = study.plan(config(grid_yaml))  # the space exactly as the search will see it (no storage touched)
+    planned = plan(config(grid_yaml))  # the space exactly as the search will see it (no storage touched)
     domains = planned.protocol.space.domains
     grid_knobs = [Knobs(**dict(zip(domains, values))) for values in itertools.product(*(d.values() for d in domains.values()))]
     sampled = {k: d.text() for k, d in planned.protocol.space.sampled().items()}
@@ -271,7 +272,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the search's sampler seed")
     parser.add_argument("--ablation", action="store_true", help="let the search run its ablation after the finals")
     parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search never stops at a ceiling")
-    parser.add_argument("--ceiling-rank", choices=study.RANK_MODES, default="auto", help="the search's --ceiling-rank (default auto)")
+    parser.add_argument("--ceiling-rank", choices=RANK_MODES, default="auto", help="the search's --ceiling-rank (default auto)")
     parser.add_argument("--cold", action="store_true", help="every job of both sides in a fresh Python (default: a warm worker)")
     parser.add_argument("--small", action="store_true", help="a tiny run (4 configs, 2 trials): proves the script works")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (the data, the space file, the study)")

@@ -10,8 +10,9 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.reporting import Recommendation, Verification, Written
+from speedopt.search import SearchConfig, View
 from speedopt.status import Status
-from speedopt.study import SearchConfig, SearchOutcome, TrialRecord, View
+from speedopt.study import SearchOutcome, TrialRecord
 from speedopt.version import __version__
 
 __all__ = [

@@ -16,7 +16,9 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.reporting import Recommendation, Written
-from speedopt.study import SearchConfig, SearchOutcome, View
+from speedopt.search import SearchConfig, View, make_copies, plan, plan_for_worker
+from speedopt.search import run as run_search
+from speedopt.study import SearchOutcome
 
 
 def trial(
@@ -134,7 +136,7 @@ def search(
 ) -> SearchOutcome:
     """Run (or resume) a search: ``search("data.yaml", trials=10)`` or ``search(SearchConfig(...))``.
 
-    ``options`` are the fields of :class:`~speedopt.study.SearchConfig`; ``view`` hears the search's
+    ``options`` are the fields of :class:`~speedopt.search.SearchConfig`; ``view`` hears the search's
     progress (default: silent). The only command that creates a storage where none exists. Ctrl-C
     (``KeyboardInterrupt``) fails the running trial and re-enqueues it: the same call resumes.
     With ``prepare`` (a copy format) the data knob's copies are made first; ``on_prepare(imgsz, done,
@@ -145,11 +147,11 @@ def search(
     elif options:
         raise TypeError("give either a SearchConfig or keyword options, not both")
     doctor.refuse_fatal(config.device)  # a GPU that is not there, or one torch cannot use: before any storage
-    planned = study.plan(config)
+    planned = plan(config)
     if planned.to_prepare and planned.dataset is not None and planned.prepare_format:
-        study.make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)
-        planned = study.plan(config, planned.dataset)  # finds the copies now (the listing is kept), records them
-    return study.run(planned, view)
+        make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)
+        planned = plan(config, planned.dataset)  # finds the copies now (the listing is kept), records them
+    return run_search(planned, view)
 
 
 def worker(storage: str, name: str, *, view: View | None = None) -> SearchOutcome:
@@ -159,7 +161,7 @@ def worker(storage: str, name: str, *, view: View | None = None) -> SearchOutcom
     the study holds its target or no trial it could still recover is running elsewhere.
     """
     with study.storage_errors(storage):
-        return study.run(study.plan_for_worker(storage, name), view)
+        return run_search(plan_for_worker(storage, name), view)
 
 
 def report(

@@ -6,7 +6,8 @@ from optuna.trial import TrialState, create_trial
 
 import speedopt
 from speedopt import command
-from speedopt.study import Finals, Repeat, SearchConfig, plan
+from speedopt.search import SearchConfig, plan
+from speedopt.study import Finals, Repeat
 
 
 def test_search_takes_a_config_or_options_not_both(demo_yaml):

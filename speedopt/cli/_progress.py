@@ -13,7 +13,8 @@ from rich.text import Text
 from speedopt.knobs import Knobs, knobs_text
 from speedopt.measure import TrialResult, phase_text
 from speedopt.quality import Feasibility, Verdict
-from speedopt.study import SearchOutcome, SearchPlan, TrialRecord, View, redact
+from speedopt.search import SearchPlan, View
+from speedopt.study import SearchOutcome, TrialRecord, redact
 
 
 def view_for(console: Console) -> PlainView:
@@ -129,7 +130,7 @@ class PlainView(View):
         if result.ok and (verdict.map50_95 is not None or verdict.feasibility is not Feasibility.FEASIBLE):
             self._say(f"    accuracy: {verdict.reason}")
 
-    def waiting(self, message: str) -> None:
+    def note(self, message: str) -> None:
         self._say(f"  {message}")
 
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
@@ -199,7 +200,7 @@ class LiveView(PlainView):
         self.rows.append(_row_cells(number, result, self.track.baseline, verdict))
         self.running = self.phase = ""
 
-    def waiting(self, message: str) -> None:
+    def note(self, message: str) -> None:
         self.phase = message
 
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:

@@ -15,7 +15,8 @@ from speedopt.cli._progress import view_for
 from speedopt.knobs import knobs_text
 from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
-from speedopt.study import RANK_MODES, SearchConfig, SearchOutcome
+from speedopt.search import RANK_MODES, SearchConfig
+from speedopt.study import SearchOutcome
 
 NAME = "search"
 EPILOG = (

@@ -1,105 +1,88 @@
-"""The study: plan a search, run the Optuna loop, read its trials back as typed records.
+"""The stored model of a search: a study's storage, its protocol, its trials read back as typed records.
 
-:func:`plan` turns a :class:`SearchConfig` into a :class:`SearchPlan` (its :class:`StudyProtocol` is
-what the storage keeps); :func:`run` optimises; :func:`outcome` and :func:`best_trial` read the
-result. Storage, warm start from another machine's study, and export/import live here too.
+:func:`open_storage` and :func:`find_study` reach a study; :class:`StudyProtocol` is what it was made
+with; :func:`records` and :func:`best_trial` read its trials as :class:`TrialRecord`; :func:`outcome`
+summarises it and :func:`recommended_trial` is the one definition of the recommendation. The finals
+(:class:`Finals`) and the ablation (:class:`Ablation`) are stored records here; running a search
+(planning, the loop, the stop rules, measuring the finals and the ablation) is :mod:`speedopt.search`.
+Export and import move a study between storages; notes are what optuna-dashboard shows.
 """
 
+# ``from ... import X as X``: what a running search (speedopt.search) reads and writes besides the public
+# surface in __all__: the stored records it fills and the storage-level steps of its loop.
 from speedopt.study._ablation import Ablation
+from speedopt.study._ablation import Change as Change
+from speedopt.study._ablation import Probe as Probe
+from speedopt.study._ablation import save_ablation as save_ablation
 from speedopt.study._ablation import stored as stored_ablation
 from speedopt.study._ceilings import FOR_ATTR as CEILINGS_FOR_ATTR
+from speedopt.study._ceilings import known_ceilings as known_ceilings
 from speedopt.study._ceilings import of_config as ceilings_of_config
-from speedopt.study._config import SearchConfig
-from speedopt.study._copies import DataCopy, find_copies, make_copies
-from speedopt.study._finals import Finals, Repeat, finalists
+from speedopt.study._ceilings import save_ceilings_for as save_ceilings_for
+from speedopt.study._copies import COPY_FORMATS as COPY_FORMATS
+from speedopt.study._copies import LOSSLESS as LOSSLESS
+from speedopt.study._copies import DataCopy as DataCopy
+from speedopt.study._finals import Finals, finalists
+from speedopt.study._finals import Repeat as Repeat
+from speedopt.study._finals import save_finals as save_finals
+from speedopt.study._finals import set_aside_finals as set_aside_finals
+from speedopt.study._finals import stored_finals as stored_finals
 from speedopt.study._note import save as save_note
-from speedopt.study._optimize import QuietView, View, best_feasible, run, suggest
-from speedopt.study._outcome import ProbedSignature, SearchOutcome, StudySummary, list_studies, outcome, recommended_trial
-from speedopt.study._plan import SearchPlan, default_study_name, plan, plan_for_worker
-from speedopt.study._protocol import OBJECTIVE, StudyProtocol
-from speedopt.study._rank import MODES as RANK_MODES
-from speedopt.study._rank import Ranking
+from speedopt.study._note import write_finals_notes as write_finals_notes
+from speedopt.study._note import write_note as write_note
+from speedopt.study._outcome import SearchOutcome, list_studies, outcome, recommended_trial
+from speedopt.study._protocol import OBJECTIVE as OBJECTIVE
+from speedopt.study._protocol import StudyProtocol
+from speedopt.study._rank import RANKING_ATTR as RANKING_ATTR
+from speedopt.study._rank import Ranking as Ranking
 from speedopt.study._rank import stored_attr as stored_ranking
-from speedopt.study._record import TrialRecord, baseline_trial, best_trial, flat_attrs, ranked, records
-from speedopt.study._recovery import FailedTrial, recover_interrupted, worker_id
-from speedopt.study._space import Domain, Space, default_space, load_file, parse_baseline, parse_fix
-from speedopt.study._storage import (
-    Need,
-    artifact_dir,
-    check_study_name,
-    find_study,
-    open_storage,
-    redact,
-    retry_callback,
-    storage_errors,
-    study_names,
-    url_for,
-)
-from speedopt.study._transfer import export, import_study, split_source
-from speedopt.study._warmstart import WarmConfig, WarmStart, adapt
+from speedopt.study._record import TrialRecord, best_trial, flat_attrs, records
+from speedopt.study._record import baseline_trial as baseline_trial
+from speedopt.study._record import measurement_attrs as measurement_attrs
+from speedopt.study._record import ranked as ranked
+from speedopt.study._record import verdict_attrs as verdict_attrs
+from speedopt.study._recovery import awaited as awaited
+from speedopt.study._recovery import recover_interrupted as recover_interrupted
+from speedopt.study._recovery import recover_stale as recover_stale
+from speedopt.study._recovery import retry_interrupted as retry_interrupted
+from speedopt.study._recovery import say_interrupted as say_interrupted
+from speedopt.study._recovery import worker_id as worker_id
+from speedopt.study._space import Domain as Domain
+from speedopt.study._space import Space as Space
+from speedopt.study._storage import GRACE_S as GRACE_S
+from speedopt.study._storage import HEARTBEAT_S as HEARTBEAT_S
+from speedopt.study._storage import Need, artifact_dir, find_study, open_storage, redact, storage_errors
+from speedopt.study._storage import check_study_name as check_study_name
+from speedopt.study._storage import study_names as study_names
+from speedopt.study._transfer import export, import_study
+from speedopt.study._transfer import split_source as split_source
+from speedopt.study._warmstart import WarmConfig as WarmConfig
+from speedopt.study._warmstart import WarmStart as WarmStart
 
 __all__ = [
-    "save_note",
+    "open_storage",
+    "find_study",
+    "Need",
+    "storage_errors",
+    "redact",
+    "artifact_dir",
+    "StudyProtocol",
+    "TrialRecord",
+    "records",
+    "best_trial",
     "flat_attrs",
+    "SearchOutcome",
+    "outcome",
+    "recommended_trial",
+    "list_studies",
+    "Finals",
+    "finalists",
+    "Ablation",
+    "stored_ablation",
     "CEILINGS_FOR_ATTR",
     "ceilings_of_config",
-    "RANK_MODES",
-    "Ranking",
     "stored_ranking",
-    "OBJECTIVE",
-    "Ablation",
-    "DataCopy",
-    "Domain",
-    "FailedTrial",
-    "Finals",
-    "Need",
-    "ProbedSignature",
-    "QuietView",
-    "Repeat",
-    "SearchConfig",
-    "SearchOutcome",
-    "SearchPlan",
-    "Space",
-    "StudyProtocol",
-    "StudySummary",
-    "TrialRecord",
-    "View",
-    "WarmConfig",
-    "WarmStart",
-    "adapt",
-    "artifact_dir",
-    "baseline_trial",
-    "best_feasible",
-    "best_trial",
-    "check_study_name",
-    "default_space",
-    "default_study_name",
+    "save_note",
     "export",
-    "find_copies",
-    "finalists",
-    "find_study",
     "import_study",
-    "list_studies",
-    "load_file",
-    "make_copies",
-    "open_storage",
-    "outcome",
-    "parse_baseline",
-    "parse_fix",
-    "plan",
-    "plan_for_worker",
-    "ranked",
-    "recommended_trial",
-    "records",
-    "recover_interrupted",
-    "redact",
-    "retry_callback",
-    "run",
-    "split_source",
-    "stored_ablation",
-    "storage_errors",
-    "study_names",
-    "suggest",
-    "url_for",
-    "worker_id",
 ]

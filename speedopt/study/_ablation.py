@@ -1,41 +1,31 @@
-"""The ablation: which change bought what, on the path from the baseline to the recommendation.
+"""The ablation as a study stores it: which change bought what, on the path from the baseline to the recommendation.
 
-When the finals recommend a config other than the baseline, the knobs that differ between the two (as
-asked; a knob the trainer ran the same way in both is no real change and is left out) are applied one
-at a time, the change that gains most first: from the baseline each remaining single change is
-measured once and the fastest taken, then again from there (n changes cost n(n+1)/2-1 measurements;
-with more than :data:`MAX_ORDERED` the knob order is kept). A config that cannot run (no prepared copy
-at that imgsz, infeasible, failed) is not a step: the next candidate is; when none can, the remaining
-changes make one step. The whole path (baseline, step 1, ..., recommendation) is then measured in the
-finals' number of interleaved rounds, so drift hits every config alike: a step's speedup is the ratio
-of the medians of consecutive configs (their product is the full change, exactly) and its interval the
-min-max of the paired per-round ratios. One changed knob needs no new measurement: the finals measured
-that path already. Everything is stored in the study (user attr ``ablation``) after each measurement,
-so an interrupted ablation resumes and a report can be rebuilt.
+:class:`Ablation` holds the real changes (knobs asked differently that the trainer also ran differently),
+the ordering measurements (:class:`Probe`), the path (the knobs each step changes) and the path's configs
+measured in interleaved rounds (:class:`~speedopt.study.Repeat`, ``of``: the config's index on the path).
+A step's speedup is the ratio of the medians of consecutive configs (their product is the full change,
+exactly) and its interval the min-max of the paired per-round ratios (:meth:`Ablation.steps`). It is
+stored in the study (user attr ``ablation``) after each measurement, so an interrupted ablation resumes
+and a report can be rebuilt; :mod:`speedopt.search._ablation` orders and measures it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import Knobs, value_text
-from speedopt.measure import TrialResult
 from speedopt.speedup import Speedup, paired
-from speedopt.study._finals import Finals
-from speedopt.study._record import TrialRecord
+from speedopt.study._finals import Repeat
 
 if TYPE_CHECKING:
     import optuna
 
 ATTR = "ablation"
-#: The most changed knobs ordered by gain (5 would take 14 ordering measurements); beyond, knob order.
-MAX_ORDERED = 4
 NO_GAIN = "no measurable gain: you may keep your value"
-NOT_RUN = "not run"  # an ordering candidate refused before it ran (the reason is its message)
 
 
 @dataclass(frozen=True)
@@ -60,24 +50,6 @@ class Probe:
     status: str
     images_per_s: float | None
     message: str = ""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """The path's config ``config`` (0: the baseline, last: the recommendation) measured in one round."""
-
-    round: int
-    config: int
-    status: str
-    images_per_s: float | None
-    ci_rel: float | None = None
-    steps: int | None = None
-    started_at: float | None = None
-
-    @classmethod
-    def of(cls, round_: int, config: int, result: TrialResult) -> Measurement:
-        speed = result.images_per_s if result.ok else None
-        return cls(round_, config, result.status.value, speed, result.ci_rel, result.steps, result.measure_started_at)
 
 
 @dataclass(frozen=True)
@@ -122,7 +94,7 @@ class Ablation:
     probes: tuple[Probe, ...] = ()  # the ordering measurements
     path: tuple[tuple[str, ...], ...] = ()  # the knobs each step changes, in path order (empty: not ordered yet)
     notes: tuple[str, ...] = ()
-    measured: tuple[Measurement, ...] = ()
+    measured: tuple[Repeat, ...] = ()  # the path's configs in interleaved rounds (``of``: the index on the path)
     from_finals: bool = False  # one change: the finals' rounds are the path's
 
     def change(self, knob: str) -> Change:
@@ -151,11 +123,11 @@ class Ablation:
         return bool(self.path) and len(self.measured) >= self.repeats * (len(self.path) + 1)
 
     def has(self, round_: int, config: int) -> bool:
-        return any(m.round == round_ and m.config == config for m in self.measured)
+        return any(m.round == round_ and m.of == config for m in self.measured)
 
     def series(self, config: int) -> list[float | None]:
         """Images/s of path config ``config`` in each round (None: failed or not measured yet)."""
-        by_round = {m.round: m.images_per_s for m in self.measured if m.config == config}
+        by_round = {m.round: m.images_per_s for m in self.measured if m.of == config}
         return [by_round.get(r) for r in range(self.repeats)]
 
     def ok_rounds(self, config: int) -> list[float]:
@@ -189,6 +161,7 @@ class Ablation:
     def to_attr(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["start"], data["end"] = self.start.to_dict(), self.end.to_dict()
+        data["measured"] = [m.to_attr("config") for m in self.measured]
         return data
 
     @classmethod
@@ -201,7 +174,7 @@ class Ablation:
             int(data["repeats"]), float(data.get("min_gain", 0.0)),
             tuple(Probe(**{**p, "applied": tuple(p["applied"])}) for p in data.get("probes", ())),
             tuple(tuple(step) for step in data["path"]), tuple(data.get("notes", ())),
-            tuple(Measurement(**m) for m in data.get("measured", ())), bool(data.get("from_finals", False)),
+            tuple(Repeat.from_attr(m, "config") for m in data.get("measured", ())), bool(data.get("from_finals", False)),
         )
 
 
@@ -210,165 +183,6 @@ def stored(study: optuna.Study) -> Ablation | None:
     return Ablation.from_attr(study.user_attrs.get(ATTR))
 
 
-def planned(base: TrialRecord, rec: TrialRecord, repeats: int, min_gain: float = 0.0) -> Ablation:
-    """The changes from ``base`` to ``rec`` as asked, less the knobs both ran with the same value."""
-    asked, wanted = base.result.requested.to_dict(), rec.result.requested.to_dict()
-    ran_base, ran_rec = base.config.to_dict(), rec.config.to_dict()
-    changes: list[Change] = []
-    dropped: list[Change] = []
-    for knob, before in asked.items():
-        if before != wanted[knob]:
-            (dropped if ran_base[knob] == ran_rec[knob] else changes).append(Change(knob, before, wanted[knob]))
-    return Ablation(
-        base.number, rec.number, base.result.requested, rec.result.requested, tuple(changes), tuple(dropped),
-        repeats, min_gain,
-    )
-
-
-def from_finals(ablation: Ablation, finals: Finals) -> Ablation:
-    """One change: its one step is the finals' baseline and recommendation, measured in the same rounds."""
-    ends = {ablation.baseline: 0, ablation.recommended: 1}
-    measured = tuple(
-        Measurement(m.round, ends[m.trial], m.status, m.images_per_s, m.ci_rel, m.steps, m.started_at)
-        for m in finals.measured if m.trial in ends
-    )
-    note = "one knob changed: its step is the finals' baseline and recommendation, measured in the same rounds"
-    return replace(ablation, path=((ablation.changes[0].knob,),), measured=measured, notes=(note,), from_finals=True)
-
-
-Measure = Callable[[Knobs], TrialResult]
-Check = Callable[[Knobs], str | None]  # why a config cannot run (None: it can)
-Started = Callable[[str, Knobs], None]
-Finished = Callable[[str, TrialResult], None]
-
-
-def _label(ablation: Ablation, applied: Sequence[str], knob: str) -> str:
-    after = f" after {', '.join(ablation.change(k).text() for k in applied)}" if applied else " from the baseline"
-    return f"ordering: {ablation.change(knob).text()}{after}"
-
-
-def _fastest(
-    ablation: Ablation, applied: list[str], remaining: list[str], measure: Measure, check: Check,
-    save: Callable[[Ablation], None], started: Started, finished: Finished,
-) -> tuple[Ablation, str | None]:
-    """Each remaining single change measured once after ``applied`` (stored ones reused): the fastest that ran."""
-    for knob in remaining:
-        if ablation.probe(applied, knob) is not None:
-            continue
-        knobs = ablation.knobs([*applied, knob])
-        why = check(knobs)
-        if why is not None:
-            probe = Probe(tuple(applied), knob, NOT_RUN, None, why)
-        else:
-            label = _label(ablation, applied, knob)
-            started(label, knobs)
-            result = measure(knobs)
-            finished(label, result)
-            probe = Probe(tuple(applied), knob, result.status.value, result.images_per_s if result.ok else None, result.message)
-        ablation = replace(ablation, probes=(*ablation.probes, probe))
-        save(ablation)
-    ran = [p for p in (ablation.probe(applied, k) for k in remaining) if p is not None and p.images_per_s is not None]
-    return ablation, (max(ran, key=lambda p: p.images_per_s or 0.0).knob if ran else None)
-
-
-def _order(
-    ablation: Ablation, measure: Measure, check: Check, save: Callable[[Ablation], None], started: Started, finished: Finished,
-) -> Ablation:
-    """The path: the change that gains most first (greedy), or knob order past :data:`MAX_ORDERED`; stored."""
-    applied: list[str] = []
-    remaining = [c.knob for c in ablation.changes]
-    path: list[tuple[str, ...]] = []
-    notes = list(ablation.notes)
-    greedy = len(remaining) <= MAX_ORDERED
-    if not greedy:
-        n = len(remaining)
-        notes.append(f"{n} knobs changed, more than {MAX_ORDERED}: the path keeps knob order (ordering them by "
-                     f"gain would take {n * (n + 1) // 2 - 1} measurements)")
-    while len(remaining) > 1:
-        if greedy:
-            ablation, pick = _fastest(ablation, applied, remaining, measure, check, save, started, finished)
-        else:
-            pick = next((k for k in remaining if check(ablation.knobs([*applied, k])) is None), None)
-        if pick is None:
-            notes.append(f"no single change among {', '.join(ablation.change(k).text() for k in remaining)} could "
-                         "run from there: they make one combined step")
-            break
-        path.append((pick,))
-        applied.append(pick)
-        remaining.remove(pick)
-    ablation = replace(ablation, path=(*path, tuple(remaining)), notes=tuple(notes))
-    save(ablation)
-    return ablation
-
-
-def _rounds(ablation: Ablation, measure: Measure, save: Callable[[Ablation], None], started: Started, finished: Finished) -> Ablation:
-    """The whole path in interleaved rounds (baseline, step 1, ..., recommendation, baseline, ...); stored."""
-    configs = ablation.configs()
-    for round_ in range(ablation.repeats):
-        for i, knobs in enumerate(configs):
-            if ablation.has(round_, i):
-                continue
-            what = "baseline" if i == 0 else f"step {i}: " + ", ".join(ablation.change(k).text() for k in ablation.path[i - 1])
-            label = f"round {round_ + 1}/{ablation.repeats}: {what}"
-            started(label, knobs)
-            result = measure(knobs)
-            ablation = replace(ablation, measured=(*ablation.measured, Measurement.of(round_, i, result)))
-            save(ablation)
-            finished(label, result)
-    return ablation
-
-
-def _fresh(done: Sequence[TrialRecord], finals: Finals | None, min_gain: float) -> Ablation | None:
-    """The ablation the finals' decision asks for (None: no decision yet, the baseline kept, nothing changed)."""
-    if finals is None or not finals.complete:
-        return None
-    choice = finals.decision().choice
-    by_number = {r.number: r for r in done}
-    if choice is None or finals.baseline not in by_number or choice not in by_number:
-        return None
-    ablation = planned(by_number[finals.baseline], by_number[choice], finals.repeats, min_gain)
-    if not ablation.changes:
-        return None
-    return from_finals(ablation, finals) if len(ablation.changes) == 1 else ablation
-
-
-def _same(old: Ablation, new: Ablation) -> bool:
-    """``old`` is the same path's ablation (a resume), whatever the bar for a gain."""
-    keys = ("baseline", "recommended", "start", "end", "changes", "dropped", "repeats")
-    return all(getattr(old, k) == getattr(new, k) for k in keys) and not new.from_finals
-
-
-def run(
-    study: optuna.Study,
-    done: Sequence[TrialRecord],
-    finals: Finals | None,
-    measure: Measure,
-    check: Check,
-    min_gain: float = 0.0,
-    begin: Callable[[tuple[str, ...], int], None] = lambda changes, repeats: None,
-    started: Started = lambda label, knobs: None,
-    finished: Finished = lambda label, result: None,
-) -> Ablation | None:
-    """Order and measure the path from the baseline to the finals' recommendation; resumes a stored one.
-
-    None when there is nothing to explain (no complete finals, the baseline kept). ``begin`` hears the
-    changes before the first measurement still missing (not at all when none is).
-    """
-    ablation = _fresh(done, finals, min_gain)
-    if ablation is None:
-        return None
-    old = stored(study)
-    if old is not None and _same(old, ablation):
-        ablation = replace(old, min_gain=min_gain)
-    if ablation != old:
-        study.set_user_attr(ATTR, ablation.to_attr())
-    if ablation.complete:
-        return ablation
-
-    def save(current: Ablation) -> None:
-        study.set_user_attr(ATTR, current.to_attr())
-
-    begin(tuple(c.text() for c in ablation.changes), ablation.repeats)
-    if not ablation.path:
-        ablation = _order(ablation, measure, check, save, started, finished)
-    return _rounds(ablation, measure, save, started, finished)
+def save_ablation(study: optuna.Study, ablation: Ablation) -> None:
+    """Store ``ablation`` in the study (after each measurement: an interrupted ablation resumes)."""
+    study.set_user_attr(ATTR, ablation.to_attr())

@@ -9,23 +9,24 @@ printed command names the same file, and the prepare time is a one-time cost the
 A lossless copy (png, npy) resized exactly as the Ultralytics trainer resizes (see
 :mod:`speedopt.data._prepare`) holds the very pixels that trainer would compute from the original:
 it cannot change the trained model. A JPEG copy can, slightly, so ``data`` is an accuracy knob.
+Finding and making the copies is the search's (:mod:`speedopt.search._copies`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 
 if TYPE_CHECKING:
-    from speedopt.data import Dataset, PreparedCopy, PrepareSpec
+    from speedopt.data import PreparedCopy
 
 #: Copy formats a search looks for, in order of preference: lossless first under quality off.
 LOSSLESS = ("png", "npy")
-FORMATS = ("jpg", *LOSSLESS)
+COPY_FORMATS = ("jpg", *LOSSLESS)
 
 
 @dataclass(frozen=True)
@@ -63,47 +64,6 @@ class DataCopy:
             seconds=round(copy.seconds, 3), bytes=copy.bytes, source_bytes=copy.source_bytes, jobs=copy.jobs,
             images=copy.images,
         )
-
-
-def spec_for(imgsz: int, fmt: str) -> PrepareSpec:
-    """The copy spec a study uses: JPEG at quality 100 (the practitioners' choice), or a lossless format."""
-    from speedopt.data import PrepareSpec
-
-    return PrepareSpec(imgsz=imgsz, format=fmt, quality=100)
-
-
-def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[str] = FORMATS) -> tuple[DataCopy, ...]:
-    """Complete, current copies for every size in ``sizes``, in the first format of ``formats`` that has
-    them all; () when none has. A stale copy (the source changed since) raises UsageError."""
-    from speedopt.data import MANIFEST, default_out, find_copy, source_id
-
-    if not any((default_out(ds, spec_for(size, fmt)) / MANIFEST).is_file() for fmt in formats for size in sizes):
-        return ()  # no copy at all: the source is not fingerprinted (a stat of every file) for nothing
-    source = source_id(ds)  # once, not once per copy
-    for fmt in formats:
-        found = [find_copy(ds, spec_for(size, fmt), source=source) for size in sizes]
-        if all(c is not None for c in found):
-            return tuple(DataCopy.of(c) for c in found if c is not None)
-    return ()
-
-
-def make_copies(
-    ds: Dataset, sizes: Sequence[int], fmt: str, progress: Callable[[int, int, int], None] | None = None
-) -> tuple[DataCopy, ...]:
-    """Make (or finish, or update) the copy at each size; ``progress(imgsz, done, total)`` as images are written."""
-    from speedopt.data import prepare as prepare_copy
-
-    if fmt not in FORMATS:
-        raise UsageError(f"--prepare must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    made = []
-    for size in sizes:
-        report = prepare_copy(ds, spec_for(size, fmt), progress=None if progress is None else _at(progress, size))
-        made.append(DataCopy.of(report.copy))
-    return tuple(made)
-
-
-def _at(progress: Callable[[int, int, int], None], size: int) -> Callable[[int, int], None]:
-    return lambda done, total: progress(size, done, total)
 
 
 def copy_for(copies: Sequence[DataCopy], imgsz: int) -> DataCopy:

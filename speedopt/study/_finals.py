@@ -4,17 +4,18 @@ One measurement per config says little on a noisy machine (the same config measu
 one search), so the search's leaders are measured again beside the baseline, round by round
 (baseline, c1, c2, ..., baseline, c1, ...): drift and neighbours hit every config alike. Every
 measurement is stored in the study (user attr ``finals``, written after each one, so an interrupted
-finals round resumes), and the recommendation follows :func:`speedopt.speedup.decide`.
+finals round resumes), and the recommendation follows :func:`speedopt.speedup.decide`. This is the
+stored record; :mod:`speedopt.search._finals` measures it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.speedup import Decision, Speedup, decide, paired
 from speedopt.study._record import TrialRecord, baseline_trial, ranked
@@ -26,13 +27,14 @@ ATTR = "finals"
 PREVIOUS = "finals_previous"  # earlier finals of other finalists, kept when the study grew
 
 
-
 @dataclass(frozen=True)
 class Repeat:
-    """One measurement of a finalist in one round."""
+    """One measurement in one interleaved round: the config ``of`` measured again. In the finals ``of`` is the
+    search trial whose config it is (stored as ``trial``); on the ablation's path, the config's index there
+    (0: the baseline; stored as ``config``)."""
 
     round: int
-    trial: int  # the search trial whose config was measured again
+    of: int
     status: str
     images_per_s: float | None
     ci_rel: float | None = None
@@ -40,9 +42,17 @@ class Repeat:
     started_at: float | None = None
 
     @classmethod
-    def of(cls, round_: int, trial: int, result: TrialResult) -> Repeat:
+    def measured(cls, round_: int, of: int, result: TrialResult) -> Repeat:
         speed = result.images_per_s if result.ok else None
-        return cls(round_, trial, result.status.value, speed, result.ci_rel, result.steps, result.measure_started_at)
+        return cls(round_, of, result.status.value, speed, result.ci_rel, result.steps, result.measure_started_at)
+
+    def to_attr(self, key: str) -> dict[str, Any]:
+        """The stored form, ``of`` under ``key`` (``trial`` in the finals, ``config`` in the ablation)."""
+        return {key if k == "of" else k: v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_attr(cls, data: dict[str, Any], key: str) -> Repeat:
+        return cls(**{"of" if k == key else k: v for k, v in data.items()})
 
 
 @dataclass(frozen=True)
@@ -63,11 +73,11 @@ class Finals:
         return len(self.measured) >= self.repeats * len(self.trials)
 
     def has(self, round_: int, trial: int) -> bool:
-        return any(m.round == round_ and m.trial == trial for m in self.measured)
+        return any(m.round == round_ and m.of == trial for m in self.measured)
 
     def series(self, trial: int) -> list[float | None]:
         """Images/s of ``trial`` in each round (None: failed or not measured yet)."""
-        by_round = {m.round: m.images_per_s for m in self.measured if m.trial == trial}
+        by_round = {m.round: m.images_per_s for m in self.measured if m.of == trial}
         return [by_round.get(r) for r in range(self.repeats)]
 
     def ok_rounds(self, trial: int) -> list[float]:
@@ -91,14 +101,14 @@ class Finals:
     def to_attr(self) -> dict[str, Any]:
         return {
             "trials": list(self.trials), "repeats": self.repeats, "min_gain": self.min_gain,
-            "measured": [vars(m) for m in self.measured],
+            "measured": [m.to_attr("trial") for m in self.measured],
         }
 
     @classmethod
     def from_attr(cls, data: Any) -> Finals | None:
         if not isinstance(data, dict) or "trials" not in data:
             return None
-        measured = tuple(Repeat(**m) for m in data.get("measured", ()))
+        measured = tuple(Repeat.from_attr(m, "trial") for m in data.get("measured", ()))
         return cls(tuple(data["trials"]), int(data["repeats"]), measured, float(data.get("min_gain", 0.0)))
 
 
@@ -115,54 +125,16 @@ def finalists(done: Iterable[TrialRecord], count: int) -> tuple[int, ...]:
     return (base.number, *(r.number for r in picked[:count])) if picked else ()
 
 
-def stored(study: optuna.Study) -> Finals | None:
+def stored_finals(study: optuna.Study) -> Finals | None:
     """The finals stored in the study (None before any)."""
     return Finals.from_attr(study.user_attrs.get(ATTR))
 
 
-Measure = Callable[[Knobs], TrialResult]
+def save_finals(study: optuna.Study, finals: Finals) -> None:
+    """Store ``finals`` in the study (after each measurement: an interrupted finals round resumes)."""
+    study.set_user_attr(ATTR, finals.to_attr())
 
 
-def run(
-    study: optuna.Study,
-    done: list[TrialRecord],
-    count: int,
-    repeats: int,
-    measure: Measure,
-    min_gain: float = 0.0,
-    begin: Callable[[tuple[int, ...], int], None] = lambda chosen, repeats: None,
-    started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
-    finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
-) -> Finals | None:
-    """Measure the finalists in ``repeats`` interleaved rounds; resumes stored finals of the same finalists.
-
-    None when there is nothing to compare (no baseline measured ok, or no other feasible config).
-    ``begin`` hears the finalists before the first measurement still missing (not at all when none is).
-    """
-    chosen = finalists(done, count)
-    if repeats < 2 or not chosen:
-        return None
-    finals = stored(study)
-    if finals is None or finals.trials != chosen or finals.repeats != repeats:
-        if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
-            study.set_user_attr(PREVIOUS, [*study.user_attrs.get(PREVIOUS, []), finals.to_attr()])
-        finals = Finals(chosen, repeats, min_gain=min_gain)
-    elif finals.min_gain != min_gain:  # the bar changed, not the measurements
-        finals = replace(finals, min_gain=min_gain)
-        study.set_user_attr(ATTR, finals.to_attr())
-
-    by_number = {r.number: r for r in done}
-    if not finals.complete:
-        begin(chosen, repeats)
-    for round_ in range(repeats):
-
-        for number in chosen:
-            if finals.has(round_, number):
-                continue
-            record = by_number[number]
-            started(round_, repeats, record)
-            result = measure(record.result.requested)
-            finals = replace(finals, measured=(*finals.measured, Repeat.of(round_, number, result)))
-            study.set_user_attr(ATTR, finals.to_attr())
-            finished(round_, record, result)
-    return finals
+def set_aside_finals(study: optuna.Study, finals: Finals) -> None:
+    """Keep earlier finals of other finalists (the study grew) beside the new ones (user attr ``finals_previous``)."""
+    study.set_user_attr(PREVIOUS, [*study.user_attrs.get(PREVIOUS, []), finals.to_attr()])

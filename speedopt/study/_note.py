@@ -109,13 +109,13 @@ def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | Non
     save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline, finals=line, outside=outside))
 
 
-def write(study: optuna.Study, frozen: FrozenTrial) -> None:
+def write_note(study: optuna.Study, frozen: FrozenTrial) -> None:
     """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
     if frozen.state.is_finished() and "status" in frozen.user_attrs:  # read the study only for a measured trial
         _write(study, frozen, baseline_trial(records(study)), None)
 
 
-def write_finals(study: optuna.Study, finals: Finals) -> None:
+def write_finals_notes(study: optuna.Study, finals: Finals) -> None:
     """Rewrite the notes of the trials the finals measured again, with their medians and intervals."""
     done = {r.number: r for r in records(study)}
     baseline = done.get(finals.baseline)

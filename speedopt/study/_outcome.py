@@ -11,7 +11,7 @@ from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
-from speedopt.study._finals import Finals, stored
+from speedopt.study._finals import Finals, stored_finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
 from speedopt.study._recovery import FailedTrial, failed_trials
@@ -148,7 +148,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         probed=tuple(probed.values()),
         protocol=protocol,
         trials=tuple(done),
-        finals=stored(study),
+        finals=stored_finals(study),
         stopped=study.user_attrs.get("stopped"),
         failed=failed_trials(study),
     )

@@ -64,7 +64,7 @@ class StudyProtocol:
     copies: tuple[DataCopy, ...] = ()  # the prepared copies data=resized trains on, one per imgsz
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best feasible; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop sampling once the best config reaches this share of min(its ceilings); 0: never
-    ceiling_rank: str = "auto"  # auto | on | off: rank the space by its ceilings before the trials (speedopt.study._rank)
+    ceiling_rank: str = "auto"  # auto | on | off: rank the space by its ceilings before the trials (speedopt.search._rank)
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""

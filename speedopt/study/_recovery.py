@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from speedopt.isolation import alive
 from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_callback
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ PROCESS_GONE = "its process was gone (killed or crashed)"
 UNSAID = "its run ended without a result (process killed, interrupted, or cut off from the storage)"
 
 
+def say_interrupted(trial: optuna.Trial) -> None:
+    """Record on ``trial`` that Ctrl-C interrupted it (before its state becomes FAIL: the report says why)."""
+    trial.set_user_attr(WHY, INTERRUPTED)
+
+
 def worker_id() -> dict[str, Any]:
     """This process as a trial records it: host, pid and start time (a pid alone may be reused)."""
     me = psutil.Process()
@@ -44,10 +50,9 @@ def worker_id() -> dict[str, Any]:
 
 
 def _alive(worker: dict[str, Any]) -> bool:
-    try:
-        return bool(abs(psutil.Process(worker["pid"]).create_time() - worker["started"]) < 1.0)
-    except (psutil.NoSuchProcess, KeyError, TypeError):
-        return False
+    """Whether the process a trial recorded as its worker still runs (the same process: pid and start time)."""
+    pid, started = worker.get("pid"), worker.get("started")
+    return isinstance(pid, int) and isinstance(started, (int, float)) and alive(pid, float(started))
 
 
 def _here(trial: FrozenTrial) -> bool:

@@ -1,24 +1,18 @@
-"""The search space: which values each knob may take on this machine (sampled through Optuna's suggest API).
+"""A study's search space as stored: which values each knob may take (its :class:`Domain`), per knob.
 
-Defaults adapt to the machine (workers up to the CPU cores, AMP only with CUDA, cache=ram only
-where the decoded training set could fit in RAM). ``--space FILE`` (YAML: knob -> list of values
-or {low, high, step}) replaces a knob's domain; ``--fix KNOB=VALUE`` pins one. The baseline's
-values are always inside the space, so the baseline can be trial 0. Without ``--baseline`` the
-baseline is the trainer's defaults with the values the user pinned: they describe the user's setup.
+How a search builds one on this machine (defaults, ``--space FILE``, ``--fix``) is
+:mod:`speedopt.search._space`; the stored form is :meth:`Space.to_dict`, read back by :meth:`Space.from_dict`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from speedopt.data import read_yaml
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, shown, value_text
+from speedopt.knobs import Knobs, shown, value_text
 
-ORDERED = ("workers", "batch", "imgsz", "freeze", "gpus")  # integer knobs that may be given as {low, high, step}
 MAX_VALUES = 10_000  # a stored range with more values than this was not made by speedopt (batch <= 4096)
 
 
@@ -126,128 +120,3 @@ class Space:
                     "it was not made by this speedopt: start a new study"
                 )
         return cls(domains)
-
-
-def gpu_counts(pool: int) -> tuple[int, ...]:
-    """The ``gpus`` values worth measuring on a pool of GPUs: powers of two up to it, and the pool itself."""
-    counts = [1]
-    while counts[-1] * 2 <= pool:
-        counts.append(counts[-1] * 2)
-    return tuple(sorted({*counts, max(1, pool)}))
-
-
-def default_space(
-    baseline: Knobs, cores: int, cuda: bool, gpu_memory_mb: int | None = None, gpu_pool: int = 1
-) -> Space:
-    """The default space on this machine, around the baseline (cache=ram is checked by the caller).
-
-    imgsz from half the baseline's up to it (larger images are never faster); batch by powers of two
-    (smaller ones on a CPU, where memory bandwidth, not occupancy, limits); freeze 0..10 (the YOLOv5
-    backbone); gpus 1, 2, 4 ... up to the GPUs ``--device`` lists (``gpu_pool``).
-    """
-    top = max(baseline.imgsz, 2 * STRIDE)
-    low = max(STRIDE, (top // 2) // STRIDE * STRIDE)
-    batches: tuple[int, ...] = (8, 16, 32, 64, 128) if cuda else (2, 4, 8, 16)
-    if cuda and gpu_memory_mb and gpu_memory_mb >= 40_000:
-        batches += (256,)
-    return Space(
-        {
-            "workers": Domain(low=0, high=max(1, cores)),
-            "batch": Domain(choices=batches),
-            "imgsz": Domain(low=low, high=top, step=STRIDE),
-            "cache": Domain(choices=CACHE_MODES),
-            "amp": Domain(choices=(True, False) if cuda else (False,)),
-            "model": Domain(choices=MODEL_SCALES),
-            "freeze": Domain(low=0, high=10),
-            "gpus": Domain(choices=gpu_counts(gpu_pool) if cuda else (1,)),
-        }
-    )
-
-
-def _range(knob: str, low: Any, high: Any, step: Any, source: str) -> Domain:
-    """An integer range low..high by step, each end checked as a knob value (so within the knob's sane
-    maximum: a range cannot enumerate without bound), imgsz by multiples of the stride."""
-    if knob not in ORDERED:
-        raise UsageError(f"{source}: {knob} takes a list of values, not a range")
-    try:
-        low, high = parse_value(knob, low), parse_value(knob, high)
-    except UsageError as exc:
-        raise UsageError(f"{source}: {knob} range: {exc}") from None
-    if isinstance(step, bool) or not isinstance(step, int) or step < 1 or low > high:
-        raise UsageError(
-            f"{source}: {knob} range must have low <= high and a positive integer step, "
-            f"got low={low} high={high} step={shown(step)}"
-        )
-    if knob == "imgsz" and step % STRIDE:
-        raise UsageError(f"{source}: imgsz range step must be a multiple of {STRIDE}, got {step}")
-    return Domain(low=low, high=high, step=step)
-
-
-def _parse_domain(knob: str, spec: Any, source: str) -> Domain:
-    if isinstance(spec, dict):
-        if knob not in ORDERED:
-            raise UsageError(f"{source}: {knob} takes a list of values, not a range")
-        if set(spec) - {"low", "high", "step"} or not {"low", "high"} <= set(spec):
-            raise UsageError(f"{source}: {knob} range needs low and high (and optionally step), got {shown(spec)}")
-        return _range(knob, spec["low"], spec["high"], spec.get("step", STRIDE if knob == "imgsz" else 1), source)
-    values = spec if isinstance(spec, list) else [spec]
-    if not values:
-        raise UsageError(f"{source}: {knob} has no values")
-    parsed = []
-    for value in values:
-        try:
-            v = parse_value(knob, value)
-        except UsageError as exc:
-            raise UsageError(f"{source}: {exc}") from None
-        if v not in parsed:
-            parsed.append(v)
-    return Domain(choices=tuple(parsed))
-
-
-def load_file(path: str) -> dict[str, Domain]:
-    """Domains from a --space YAML file (at most 1 MiB, aliases bounded: see :func:`speedopt.data.read_yaml`)."""
-    if not Path(path).is_file():
-        raise UsageError(f"space file not found: {path}")
-    data = read_yaml(path, "space file")
-    if not isinstance(data, dict) or not data:
-        raise UsageError(f"space file {path} must map knobs to a list of values or {{low, high, step}}")
-    return {str(k): _parse_domain(str(k), v, path) for k, v in data.items()}
-
-
-def parse_fix(items: list[str]) -> dict[str, Domain]:
-    """Domains pinned by ``--fix KNOB=VALUE``."""
-    fixed = {}
-    for item in items:
-        knob, sep, value = item.partition("=")
-        if not sep or not value:
-            raise UsageError(f"--fix expects KNOB=VALUE, got {item!r}")
-        fixed[knob.strip()] = Domain(choices=(parse_value(knob.strip(), value),))
-    return fixed
-
-
-def parse_baseline(text: str | None, pinned: dict[str, Any] | None = None) -> Knobs:
-    """The user's current settings in the trainer's ``key=value`` form; unknown keys are an error.
-
-    Keys the trainer has but speedopt does not tune (epochs, data, device, ...) are ignored. Without
-    ``text`` the baseline is the trainer's defaults with the ``pinned`` values (``--fix``, one-value
-    ``--space`` entries): a value the user pinned describes their setup, so a speedup over the baseline
-    never hides a change they asked for (yolov5n at 320 measured against the default yolov5s at 640).
-    Given ``text`` is the baseline as written; the space widens to contain it.
-    """
-    knobs = Knobs()
-    if not text:
-        return dataclasses.replace(knobs, **(pinned or {}))
-    ignored = {"data", "epochs", "device", "project", "name", "exist_ok", "patience", "seed", "optimizer"}
-    values: dict[str, Any] = {}
-    for item in text.split():
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--baseline expects key=value pairs like 'model=yolov5s imgsz=640', got {item!r}")
-        key = {"batch_size": "batch", "img": "imgsz", "weights": "model"}.get(key, key)
-        if key == "device" and "," in value:  # the trainer's multi-GPU form: device=0,1 is DDP on 2 GPUs
-            values["gpus"] = len([v for v in value.split(",") if v.strip()])
-            continue
-        if key in ignored:
-            continue
-        values[key] = parse_value(key, value)
-    return dataclasses.replace(knobs, **values)

@@ -6,7 +6,8 @@ from optuna.trial import TrialState, create_trial
 
 from speedopt.cli import build_parser
 from speedopt.knobs import Knobs
-from speedopt.study import Finals, Repeat, SearchConfig, plan
+from speedopt.search import SearchConfig, plan
+from speedopt.study import Finals, Repeat
 from tests.conftest import run_cli
 
 

@@ -255,7 +255,7 @@ def test_a_storage_in_a_read_only_folder_is_one_line_for_search_and_still_readab
 
 
 def test_a_worker_on_a_storage_in_a_read_only_folder_is_one_line(faults: Faults) -> None:
-    from speedopt.study import SearchConfig, plan
+    from speedopt.search import SearchConfig, plan
 
     folder = faults.root / "frozen"
     folder.mkdir()

@@ -12,7 +12,7 @@ from PIL import Image
 from speedopt.knobs import Knobs
 from speedopt.reporting._ablation import section
 from speedopt.study import Finals, Repeat, outcome
-from speedopt.study._ablation import Ablation, Change, Measurement, Probe
+from speedopt.study._ablation import Ablation, Change, Probe
 
 BASE = Knobs(model="yolov5n", imgsz=640, batch=16, workers=8, cache="none", amp=False)
 REC = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram", "workers": 2})
@@ -41,7 +41,7 @@ def _study(winner=True, ablation=True):
 def _ablation():
     changes = (Change("imgsz", 640, 320), Change("cache", "none", "ram"))
     probes = (Probe((), "imgsz", "ok", 19.1), Probe((), "cache", "ok", 10.2))
-    measured = tuple(Measurement(r, c, "ok", v) for c, vs in ROUNDS.items() for r, v in enumerate(vs))
+    measured = tuple(Repeat(r, c, "ok", v) for c, vs in ROUNDS.items() for r, v in enumerate(vs))
     return Ablation(0, 1, BASE, REC, changes, (Change("workers", 8, 2),), 3, 0.05, probes, (("imgsz",), ("cache",)),
                     (), measured)
 
@@ -97,7 +97,7 @@ def test_no_finals_no_section(tmp_path):
 def test_a_config_on_the_way_that_beat_the_recommendation_is_named(tmp_path):
     study = _study()
     slower = {0: [10.0, 10.0, 10.0], 1: [20.0, 21.0, 19.0], 2: [15.0, 16.0, 14.0]}  # cache costs speed after imgsz
-    measured = tuple(Measurement(r, c, "ok", v) for c, vs in slower.items() for r, v in enumerate(vs))
+    measured = tuple(Repeat(r, c, "ok", v) for c, vs in slower.items() for r, v in enumerate(vs))
     study.set_user_attr("ablation", dataclasses.replace(_ablation(), measured=measured).to_attr())
     text = "\n".join(section(study, outcome(study), tmp_path, "figs"))
     assert "| 2 | cache none -> ram | 15.00 (14.00-16.00) | 0.750x" in text and "(slower in every round) |" in text

@@ -9,7 +9,7 @@ from optuna.trial import TrialState, create_trial
 from speedopt.knobs import Knobs
 from speedopt.reporting import recommend
 from speedopt.reporting._trainer_run import launch
-from speedopt.study import SearchConfig, plan
+from speedopt.search import SearchConfig, plan
 
 
 def test_verify_hands_the_trainer_a_resolved_data_yaml(demo_yaml, tmp_path, monkeypatch):

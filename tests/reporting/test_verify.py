@@ -29,8 +29,8 @@ from speedopt.reporting._trainer_run import (
     run_trainer,
 )
 from speedopt.reporting._verify import ATTR
+from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import SearchConfig, plan
 
 # Ultralytics' save_metrics: cumulative seconds since training started, %.6g; the last row half written.
 ULTRALYTICS_CSV = (

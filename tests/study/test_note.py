@@ -55,14 +55,14 @@ def test_the_callback_saves_the_note_the_dashboard_reads(tmp_path):
         attrs = {**measurement_attrs(record.result.to_dict()), **verdict_attrs({"feasible": True, "probes_run": 0}), "role": record.role}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=record.images_per_s, user_attrs=attrs))
     frozen = study.get_trials()[1]
-    note.write(study, frozen)
+    note.write_note(study, frozen)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
     assert saved.startswith("## Trial 1\n") and "**12.0 images/s**" in saved and "1.20x the baseline's 10.0" in saved
 
     # The finals rewrite the finalists' notes with their medians and the paired interval.
     measured = [Repeat(r, t, "ok", ips) for r, pair in enumerate([(10.0, 13.0), (9.0, 12.0), (11.0, 12.5)]) for t, ips in zip((0, 1), pair)]
     finals = Finals((0, 1), 3, tuple(measured), min_gain=0.05)
-    note.write_finals(study, finals)
+    note.write_finals_notes(study, finals)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
     assert "- finals: **recommended**; 12.5 images/s median of 3 rounds (min-max 12.0-13.0); **1.30x** the baseline beside it (interval 1.14-1.33x)" in saved
     base = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), study.get_trials()[0]._trial_id)["body"]

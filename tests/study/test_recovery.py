@@ -2,7 +2,6 @@
 knobs and role, and listed with their retry (synthetic studies: no trainer runs)."""
 
 import datetime as dt
-import logging
 import sqlite3
 
 import optuna
@@ -10,8 +9,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from speedopt.study import Need, open_storage, outcome, retry_callback, worker_id
-from speedopt.study._interrupt import OPTUNA_LOGGER, Interrupts
+from speedopt.study import Need, open_storage, outcome
 from speedopt.study._recovery import (
     INTERRUPTED,
     WHY,
@@ -20,8 +18,9 @@ from speedopt.study._recovery import (
     recover_interrupted,
     recover_stale,
     retry_interrupted,
+    worker_id,
 )
-from speedopt.study._storage import GRACE_S
+from speedopt.study._storage import GRACE_S, retry_callback
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")  # trials asked outside optimize()
 
@@ -135,25 +134,3 @@ def test_the_outcome_lists_trials_that_ended_early_with_their_retry(study):
     assert (failed.number, failed.role, failed.why, failed.retried_as) == (0, "baseline", INTERRUPTED, 1)
     assert failed.text() == "trial 0 (baseline): interrupted (Ctrl-C); retried as trial 1"
     assert outcome(study).failed_text() == "; 1 ended early (trial 0 retried as trial 1)"
-
-
-def test_ctrl_c_notes_the_trial_and_silences_optunas_traceback_of_it(study, caplog):
-    interrupts = Interrupts()
-
-    def objective(trial):
-        raise KeyboardInterrupt
-
-    caplog.set_level(logging.WARNING, logger="optuna")
-    optuna.logging.enable_propagation()
-    try:
-        with interrupts.quiet(), pytest.raises(KeyboardInterrupt):
-            study.optimize(interrupts.guard(objective))
-        logging.getLogger(OPTUNA_LOGGER).warning("Trial 7 failed with value None.")  # another trial: still said
-    finally:
-        optuna.logging.disable_propagation()
-    (trial,) = study.trials
-    assert interrupts.trials == {trial._trial_id: 0}
-    assert trial.state == TrialState.FAIL and trial.user_attrs[WHY] == INTERRUPTED
-    said = {r.getMessage() for r in caplog.records}
-    assert said == {"Trial 7 failed with value None."}  # nothing about trial 0, no traceback
-    assert not logging.getLogger(OPTUNA_LOGGER).filters  # the filter is gone after the loop

@@ -10,8 +10,9 @@ import sqlalchemy.exc
 
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Need, check_study_name, find_study, open_storage, redact, split_source, storage_errors, study_names, url_for
+from speedopt.study import Need, check_study_name, find_study, open_storage, redact, split_source, storage_errors, study_names
 from speedopt.study import _storage as storage_mod
+from speedopt.study._storage import url_for
 
 
 def test_url_for_files_and_urls(tmp_path):

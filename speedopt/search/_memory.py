@@ -20,7 +20,7 @@ from speedopt.status import Status
 if TYPE_CHECKING:
     import optuna
 
-    from speedopt.study._protocol import StudyProtocol
+    from speedopt.study import StudyProtocol
 
 
 def wanted(request: TrialRequest) -> bool:

@@ -8,8 +8,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from speedopt.study import Need, SearchConfig, open_storage, plan
-from speedopt.study import _optimize as optimize_mod
+from speedopt.search import SearchConfig, plan
+from speedopt.search import _open as open_mod
+from speedopt.study import Need, open_storage
 from speedopt.study import _storage as storage_mod
 
 BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
@@ -18,7 +19,7 @@ BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
 def _open_at_once(search, barrier, results):
     barrier.wait()
     try:
-        study, _ = optimize_mod._open(search, open_storage(search.storage_url, Need.CREATE))
+        study, _ = open_mod.open_study(search, open_storage(search.storage_url, Need.CREATE))
         results.put(("ok", len(study.trials)))
     except Exception as exc:  # the race this test is about
         results.put((f"{type(exc).__name__}: {exc}", 0))
@@ -52,17 +53,17 @@ def test_searches_opening_one_new_study_at_once_make_one_baseline(search, tmp_pa
 def test_a_study_whose_creator_stopped_half_way_is_set_up_by_the_next_search(search, monkeypatch):
     storage = open_storage(search.storage_url, Need.CREATE)
     optuna.create_study(study_name="race", storage=storage, direction="maximize")  # no attrs, no baseline
-    monkeypatch.setattr(optimize_mod, "SETUP_WAIT_S", 0.3)
-    study, _ = optimize_mod._open(search, storage)
+    monkeypatch.setattr(open_mod, "SETUP_WAIT_S", 0.3)
+    study, _ = open_mod.open_study(search, storage)
     assert [t.user_attrs.get("role") for t in study.trials] == ["baseline"] and "space" in study.user_attrs
 
 
 def test_an_old_study_that_stored_a_warm_start_password_keeps_it_no_longer(search):
     storage = open_storage(search.storage_url, Need.CREATE)
-    optimize_mod._open(search, storage)
+    open_mod.open_study(search, storage)
     study = optuna.load_study(study_name="race", storage=storage)
     study.set_user_attr("warm_start", {"source": "postgresql://bob:hunter2@db/speedopt::big", "study": "big", "configs": []})
-    optimize_mod._open(search, storage)
+    open_mod.open_study(search, storage)
     assert study.user_attrs["warm_start"]["source"] == "postgresql://bob:***@db/speedopt::big"
 
 

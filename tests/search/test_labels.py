@@ -11,9 +11,11 @@ from speedopt import data as demo_data
 from speedopt.data import _dataset
 from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.measure import LABELS_ATTR, LabelCaches, TrialResult
+from speedopt.search import QuietView, SearchConfig, plan, run
+from speedopt.search import _memory as memory_mod
+from speedopt.search import _objective as objective_mod
 from speedopt.status import Status
-from speedopt.study import SearchConfig, flat_attrs, plan, run
-from speedopt.study import _optimize as optimize_mod
+from speedopt.study import flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
@@ -54,9 +56,9 @@ def fakes(monkeypatch):
                   SplitLabels("val", "/x/labels/val.cache", 4, 0.1, False, "h2", "1.0.12"))
         return LabelCaches(tuple(LabelCacheBuild(y, splits) for y in yamls))
 
-    monkeypatch.setattr(optimize_mod, "run_trial", trial)
-    monkeypatch.setattr(optimize_mod.memory_mod, "predicted", lambda study, p, request, *a: (request, None))  # no memory fit
-    monkeypatch.setattr(optimize_mod, "build_label_caches", build, raising=False)
+    monkeypatch.setattr(objective_mod, "run_trial", trial)
+    monkeypatch.setattr(memory_mod, "predicted", lambda study, p, request, *a: (request, None))  # no memory fit
+    monkeypatch.setattr(objective_mod, "build_label_caches", build, raising=False)
     return seen
 
 
@@ -99,11 +101,11 @@ def test_the_label_caches_are_built_once_per_study_and_reach_every_trial(small, 
 
 
 def test_a_failed_build_is_a_note_and_the_trials_scan(small, tmp_path, monkeypatch, fakes):
-    monkeypatch.setattr(optimize_mod, "build_label_caches", lambda yamls, *a, **k: LabelCaches((), ((yamls[0], "error: boom"),)))
+    monkeypatch.setattr(objective_mod, "build_label_caches", lambda yamls, *a, **k: LabelCaches((), ((yamls[0], "error: boom"),)))
     said = []
 
-    class Listening(optimize_mod.QuietView):
-        def waiting(self, message):
+    class Listening(QuietView):
+        def note(self, message):
             said.append(message)
 
     run(plan(_config(small, tmp_path, trials=2)), Listening())

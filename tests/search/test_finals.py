@@ -1,5 +1,5 @@
 """The finals: which configs are re-measured, in which order, how they are stored and resumed (no trainer:
-the measurement is a function of the knobs here; the real one runs in tests/study/test_optimize.py)."""
+the measurement is a function of the knobs here; the real one runs in tests/search/test_run.py)."""
 
 import optuna
 import pytest
@@ -7,9 +7,9 @@ from optuna.trial import TrialState, create_trial
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
+from speedopt.search import _finals as finals_mod
 from speedopt.status import Status
 from speedopt.study import Finals, finalists, outcome, records
-from speedopt.study import _finals as finals_mod
 
 
 def _trial(batch, ips, role=None, feasible=True):
@@ -77,7 +77,7 @@ def test_no_certain_gain_recommends_the_baseline(study):
 def test_a_failed_repeat_is_stored_with_its_status_and_leaves_its_round_out(study):
     speeds = {8: [10.0, 10.0, 10.0], 16: [20.0, None, 21.0], 4: [1.0, 1.0, 1.0]}
     finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, []))
-    assert [m.status for m in finals.measured if m.trial == 1] == ["ok", "oom", "ok"]
+    assert [m.status for m in finals.measured if m.of == 1] == ["ok", "oom", "ok"]
     assert finals.speedups()[1].rounds == 2
 
 

@@ -14,7 +14,8 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility
 from speedopt.reporting import Recommendation
-from speedopt.study import SearchConfig, StudyProtocol, TrialRecord, find_copies, flat_attrs, plan
+from speedopt.search import SearchConfig, find_copies, plan
+from speedopt.study import StudyProtocol, TrialRecord, flat_attrs
 
 BASELINE = "model=yolov5n imgsz=96 batch=4 workers=0"
 

@@ -6,8 +6,8 @@ import optuna
 import pytest
 
 from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
+from speedopt.search._stop import reached
 from speedopt.study import CEILINGS_FOR_ATTR, stored_ranking
-from speedopt.study._ceilings import reached
 from tests.conftest import run_cli
 
 

@@ -14,10 +14,12 @@ import speedopt
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.reporting import build
+from speedopt.search import SearchConfig
+from speedopt.search import _ablation as ablation_mod
+from speedopt.search._ablation import MAX_ORDERED
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat, SearchConfig, records
-from speedopt.study import _ablation as ablation_mod
-from speedopt.study._ablation import MAX_ORDERED, NO_GAIN, Ablation, Change
+from speedopt.study import Finals, Repeat, records
+from speedopt.study._ablation import NO_GAIN, Ablation, Change
 
 BASE = Knobs(model="yolov5n", imgsz=640, batch=16, workers=8, cache="none", amp=False)
 
@@ -151,7 +153,7 @@ def test_verdict_needs_an_interval_above_one_and_the_min_gain():
     a = Ablation(0, 1, BASE, BASE, (Change("cache", "none", "ram"), Change("batch", 16, 32), Change("imgsz", 640, 320)), (), 3,
                  0.05, path=(("cache",), ("batch",), ("imgsz",)))
     rounds = {0: [10.0, 10.0, 10.0], 1: [11.0, 9.9, 10.5], 2: [11.2, 10.0, 10.7], 3: [22.0, 22.0, 22.0]}
-    measured = tuple(ablation_mod.Measurement(r, c, "ok", v) for c, vs in rounds.items() for r, v in enumerate(vs))
+    measured = tuple(Repeat(r, c, "ok", v) for c, vs in rounds.items() for r, v in enumerate(vs))
     a = dataclasses.replace(a, measured=measured)
     first, second, third = a.steps()
     assert first.interval.low < 1.0 < first.interval.high and first.verdict == NO_GAIN  # the interval includes 1.0
@@ -191,7 +193,7 @@ def test_one_change_is_the_finals_and_a_kept_baseline_has_no_ablation():
 
     kept = _study(Knobs(**{**BASE.to_dict(), "cache": "ram", "imgsz": 320}))
     finals = Finals.from_attr(kept.user_attrs["finals"])
-    flat = tuple(Repeat(m.round, m.trial, "ok", 10.0) for m in finals.measured)  # no gain: keep the baseline
+    flat = tuple(Repeat(m.round, m.of, "ok", 10.0) for m in finals.measured)  # no gain: keep the baseline
     kept.set_user_attr("finals", Finals(finals.trials, finals.repeats, flat, 0.05).to_attr())
     assert _run(kept, lambda knobs: pytest.fail("measured")) is None and "ablation" not in kept.user_attrs
 

@@ -18,12 +18,12 @@ from speedopt import defaults, machine
 from speedopt.data import Dataset, fingerprint, load
 from speedopt.engines import Engine
 from speedopt.errors import UsageError
+from speedopt.isolation import check_lock
 from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
 from speedopt.measure import (
     adjust_to_device,
     check_gpus,
-    check_lock,
     check_protocol,
     checkout_path,
     installed_engine,
@@ -33,15 +33,12 @@ from speedopt.measure import (
     ram_limit_bytes,
 )
 from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
-from speedopt.study import _rank as rank_mod
-from speedopt.study import _space as space_mod
-from speedopt.study import _warmstart as warmstart
-from speedopt.study._config import SearchConfig
-from speedopt.study._copies import FORMATS as COPY_FORMATS
-from speedopt.study._copies import LOSSLESS, DataCopy, find_copies
-from speedopt.study._protocol import StudyProtocol
-from speedopt.study._space import Domain, Space
-from speedopt.study._storage import check_study_name, find_study
+from speedopt.search import _rank as rank_mod
+from speedopt.search import _space as space_mod
+from speedopt.search import _warmstart as warmstart
+from speedopt.search._config import SearchConfig
+from speedopt.search._copies import find_copies
+from speedopt.study import COPY_FORMATS, LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study
 
 
 @dataclass(frozen=True)
@@ -341,7 +338,7 @@ def _space(
 
 def _warm(
     source: str | None, space: Space, base: Knobs, device: str, ds: Dataset, ram_limit: int | None, dataset_id: str
-) -> tuple[warmstart.WarmStart | None, dict[str, Any], list[str]]:
+) -> tuple[WarmStart | None, dict[str, Any], list[str]]:
     """The warm-start configs adapted to this machine, the probes to reuse, and a note."""
     if not source:
         return None, {}, []

@@ -8,8 +8,9 @@ import pytest
 from speedopt.knobs import Knobs
 from speedopt.measure import CEILINGS_ATTR, Ceiling, stored_ceilings
 from speedopt.measure._ceilings import key_of
-from speedopt.study import Domain, Space
-from speedopt.study import _rank as rank
+from speedopt.search import _rank as rank
+from speedopt.search._stop import hopeless, space_reached
+from speedopt.study import Domain, Ranking, Space
 from tests.conftest import run_cli
 
 
@@ -61,7 +62,7 @@ def test_bounds_rank_the_grid_and_the_baseline_is_not_enqueued_again():
     assert ranking.space_bound == pytest.approx(50.0)  # the skipped config still bounds the space
     assert [b for _, b in ranking.enqueued] == [pytest.approx(30.0), pytest.approx(22.22, abs=0.01)]
     assert ranking.enqueued[0][0].cache == "none" and ranking.enqueued[0][0].workers == 2
-    assert rank.Ranking.from_dict(ranking.to_dict()) == ranking
+    assert Ranking.from_dict(ranking.to_dict()) == ranking
     partial = rank.rank(grid, {k: v for k, v in known.items() if "yolov5s" not in k}, 3)
     assert partial.space_bound is None  # a config without both ceilings: the space has no bound
 
@@ -71,18 +72,18 @@ def test_a_config_whose_bound_cannot_reach_the_best_is_hopeless():
     assert grid is not None
     known = _known({(0, "none"): 1000.0}, {"yolov5n": 50.0, "yolov5s": 10.0}, grid)
     small, large = grid
-    assert "bound it at 9.9 images/s" in (rank.hopeless(large, known, 40.0, 0.5) or "")
-    assert rank.hopeless(small, known, 40.0, 0.5) is None
-    assert rank.hopeless(large, known, 40.0, 0.0) is None  # --prune-margin 0: never
-    assert rank.hopeless(large, {}, 40.0, 0.5) is None  # no ceilings known: measure it
+    assert "bound it at 9.9 images/s" in (hopeless(large, known, 40.0, 0.5) or "")
+    assert hopeless(small, known, 40.0, 0.5) is None
+    assert hopeless(large, known, 40.0, 0.0) is None  # --prune-margin 0: never
+    assert hopeless(large, {}, 40.0, 0.5) is None  # no ceilings known: measure it
 
 
 def test_the_space_bound_stops_a_search():
-    ranking = rank.Ranking(8, 6, True, "ranked", (), 50.0)
-    assert "96% of the highest bound" in (rank.space_reached(48.0, ranking, 0.95) or "")
-    assert rank.space_reached(47.0, ranking, 0.95) is None
-    assert rank.space_reached(49.0, ranking, 0.0) is None
-    assert rank.space_reached(49.0, rank.Ranking(8, 6, False, "skipped"), 0.95) is None
+    ranking = Ranking(8, 6, True, "ranked", (), 50.0)
+    assert "96% of the highest bound" in (space_reached(48.0, ranking, 0.95) or "")
+    assert space_reached(47.0, ranking, 0.95) is None
+    assert space_reached(49.0, ranking, 0.0) is None
+    assert space_reached(49.0, Ranking(8, 6, False, "skipped"), 0.95) is None
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ Optuna fails a trial whose objective raised ``KeyboardInterrupt`` and logs it wi
 screen of frames for one key press); nothing would ever run it again, so an interrupted baseline
 left the study without one. :class:`Interrupts` wraps the objective to note which trial was
 interrupted (and why, in the trial's attrs, for the report), keeps Optuna from logging it, and hands
-the trial to :func:`~speedopt.study._recovery.retry_interrupted`, as a killed trial is retried.
+the trial to :func:`speedopt.study.retry_interrupted`, as a killed trial is retried.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from speedopt.study._recovery import INTERRUPTED, WHY
+from speedopt.study import say_interrupted
 
 if TYPE_CHECKING:
     import optuna
@@ -39,7 +39,7 @@ class Interrupts(logging.Filter):
             except KeyboardInterrupt:
                 self.trials[trial._trial_id] = trial.number
                 with contextlib.suppress(Exception):  # a second Ctrl-C or a lost storage: the next start retries it
-                    trial.set_user_attr(WHY, INTERRUPTED)
+                    say_interrupted(trial)
                 raise
 
         return run_one

@@ -2,7 +2,8 @@ import pytest
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.study import _space as space
+from speedopt.search import _space as space
+from speedopt.study import Domain, Space
 
 
 def test_default_adapts_to_the_machine():
@@ -24,8 +25,8 @@ def test_space_file_and_fix(tmp_path):
     assert domains["cache"].values() == ("none", "ram")
     assert domains["model"].values() == ("yolov5n",)
     assert space.parse_fix(["amp=off", "workers=4"]) == {
-        "amp": space.Domain(choices=(False,)),
-        "workers": space.Domain(choices=(4,)),
+        "amp": Domain(choices=(False,)),
+        "workers": Domain(choices=(4,)),
     }
 
 
@@ -68,15 +69,15 @@ def test_baseline_in_trainer_form():
 
 
 def test_space_always_contains_the_baseline():
-    s = space.Space(
+    s = Space(
         {
-            "workers": space.Domain(low=0, high=2),
-            "batch": space.Domain(choices=(4, 8)),
-            "imgsz": space.Domain(low=320, high=640, step=64),
-            "cache": space.Domain(choices=("none", "disk")),
-            "amp": space.Domain(choices=(False,)),
-            "model": space.Domain(choices=("yolov5n", "yolov5s")),
-            "freeze": space.Domain(choices=(0,)),
+            "workers": Domain(low=0, high=2),
+            "batch": Domain(choices=(4, 8)),
+            "imgsz": Domain(low=320, high=640, step=64),
+            "cache": Domain(choices=("none", "disk")),
+            "amp": Domain(choices=(False,)),
+            "model": Domain(choices=("yolov5n", "yolov5s")),
+            "freeze": Domain(choices=(0,)),
         }
     )
     wide = s.containing(Knobs(workers=8, batch=16, imgsz=672, cache="ram", amp=False, model="yolov5n"))
@@ -85,7 +86,7 @@ def test_space_always_contains_the_baseline():
     assert 672 in wide.domains["imgsz"].values()
     assert wide.domains["cache"].values() == ("disk", "none", "ram")
     assert wide.domains["freeze"].values() == (0,)  # fixed knobs stay fixed
-    assert space.Space.from_dict(wide.to_dict()) == wide
+    assert Space.from_dict(wide.to_dict()) == wide
 
 
 def test_baseline_without_text_takes_the_pinned_values():
@@ -96,10 +97,10 @@ def test_baseline_without_text_takes_the_pinned_values():
 
 
 def test_domain_text_is_what_the_user_wrote():
-    assert space.Domain(choices=(4, 8)).text() == "[4, 8]"
-    assert space.Domain(choices=(True, False)).text() == "[on, off]"
-    assert space.Domain(low=320, high=640, step=32).text() == "320..640 step 32"
-    assert space.Domain(low=0, high=8).text() == "0..8"
+    assert Domain(choices=(4, 8)).text() == "[4, 8]"
+    assert Domain(choices=(True, False)).text() == "[on, off]"
+    assert Domain(low=320, high=640, step=32).text() == "320..640 step 32"
+    assert Domain(low=0, high=8).text() == "0..8"
 
 
 @pytest.mark.parametrize(

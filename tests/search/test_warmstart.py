@@ -10,7 +10,8 @@ from optuna.trial import TrialState, create_trial
 from speedopt import data as dataset
 from speedopt.knobs import Knobs
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Domain, Space, adapt, flat_attrs
+from speedopt.search import adapt
+from speedopt.study import Domain, Space, flat_attrs
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "gpus": ["NVIDIA H200"]},
@@ -89,7 +90,7 @@ PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a 
 
 def test_a_warm_start_source_is_read_only_and_never_changed(demo_yaml, tmp_path):
     from speedopt.errors import UsageError
-    from speedopt.study import SearchConfig, plan
+    from speedopt.search import SearchConfig, plan
 
     fid = dataset.fingerprint(dataset.load(demo_yaml)).id
     _source(tmp_path / "big.db", fid)
@@ -106,7 +107,7 @@ def test_a_warm_start_source_is_read_only_and_never_changed(demo_yaml, tmp_path)
 
 @pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
 def test_a_warm_start_url_is_stored_without_its_password(demo_yaml, tmp_path):
-    from speedopt.study import SearchConfig, plan
+    from speedopt.search import SearchConfig, plan
 
     assert PG is not None
     name = f"warm-src-{os.getpid()}"

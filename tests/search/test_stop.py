@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult, prepare, run_trial
+from speedopt.search._stop import BestMargin, pruned_text
 from speedopt.status import Status
-from speedopt.study._pruner import BestMargin, pruned_text
 
 KNOBS = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False)
 
@@ -87,7 +87,7 @@ def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
 def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
     """The study's objective reports the running rate as intermediate values (fast: a study of one pruned trial
     is built by hand through the same callback the search uses)."""
-    from speedopt.study._optimize import _reporting
+    from speedopt.search._stop import reporting
 
     class Plan:
         class protocol:
@@ -96,7 +96,7 @@ def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
     study = _study_with_best(100.0)
     study.pruner = BestMargin(0.5, 3)
     trial = study.ask()
-    callback = _reporting(trial, Plan, lambda update: None)  # type: ignore[arg-type]
+    callback = reporting(trial, Plan, lambda update: None)  # type: ignore[arg-type]
     callback({"phase": "warmup", "done": 1, "of": 3})
     callback({"phase": "measure", "done": 1, "of": 10, "rate": 20.0})
     with pytest.raises(optuna.TrialPruned):
@@ -124,7 +124,7 @@ def test_the_report_lists_pruned_trials_and_their_reason():
 
 def test_a_pruned_config_is_never_measured_again():
     """Pruned trials do not count as complete, so without this the sampler would propose the slow config forever."""
-    from speedopt.study._optimize import PRUNED_CONFIG, duplicate_of
+    from speedopt.search._stop import PRUNED_CONFIG, duplicate_of
 
     study = optuna.create_study(direction="maximize")
     slow = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False, cache="disk")

@@ -6,7 +6,8 @@ import pytest
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.study import SearchConfig, StudyProtocol, plan
+from speedopt.search import SearchConfig, plan
+from speedopt.study import StudyProtocol
 
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 

@@ -1,0 +1,39 @@
+"""Running a search: plan it, run the Optuna loop of short real trials, then the finals and the ablation.
+
+:func:`plan` turns a :class:`SearchConfig` into a :class:`SearchPlan` (every input checked, the study's
+protocol fixed, no storage touched); :func:`run` opens the study and runs its stages, telling a
+:class:`View` what happens. The space (:func:`default_space`, ``--space`` files, ``--fix``, the baseline),
+the data knob's copies, warm start from another study, memory prediction, the stop rules (the budget,
+the skip, the pruner, stop at the ceiling), the finals and the ablation live here; what a search stores
+and how it is read back is :mod:`speedopt.study`.
+"""
+
+from speedopt.search._config import SearchConfig
+from speedopt.search._copies import find_copies, make_copies
+from speedopt.search._objective import suggest
+from speedopt.search._plan import SearchPlan, default_study_name, plan, plan_for_worker
+from speedopt.search._rank import MODES as RANK_MODES
+from speedopt.search._run import run
+from speedopt.search._space import default_space, load_file, parse_baseline, parse_fix
+from speedopt.search._view import QuietView, View
+from speedopt.search._warmstart import adapt
+
+__all__ = [
+    "SearchConfig",
+    "SearchPlan",
+    "plan",
+    "plan_for_worker",
+    "default_study_name",
+    "run",
+    "View",
+    "QuietView",
+    "RANK_MODES",
+    "default_space",
+    "load_file",
+    "parse_fix",
+    "parse_baseline",
+    "find_copies",
+    "make_copies",
+    "adapt",
+    "suggest",
+]

@@ -1,0 +1,192 @@
+"""The ablation: which change bought what, on the path from the baseline to the recommendation.
+
+When the finals recommend a config other than the baseline, the knobs that differ between the two (as
+asked; a knob the trainer ran the same way in both is no real change and is left out) are applied one
+at a time, the change that gains most first: from the baseline each remaining single change is
+measured once and the fastest taken, then again from there (n changes cost n(n+1)/2-1 measurements;
+with more than :data:`MAX_ORDERED` the knob order is kept). A config that cannot run (no prepared copy
+at that imgsz, infeasible, failed) is not a step: the next candidate is; when none can, the remaining
+changes make one step. The whole path (baseline, step 1, ..., recommendation) is then measured in the
+finals' number of interleaved rounds, so drift hits every config alike (the record,
+:class:`~speedopt.study.Ablation`, says what each step bought). One changed knob needs no new
+measurement: the finals measured that path already. The study keeps it after each measurement
+(user attr ``ablation``), so an interrupted ablation resumes and a report can be rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.study import Ablation, Change, Finals, Probe, Repeat, TrialRecord, save_ablation, stored_ablation
+
+if TYPE_CHECKING:
+    import optuna
+
+#: The most changed knobs ordered by gain (5 would take 14 ordering measurements); beyond, knob order.
+MAX_ORDERED = 4
+NOT_RUN = "not run"  # an ordering candidate refused before it ran (the reason is its message)
+
+
+def planned(base: TrialRecord, rec: TrialRecord, repeats: int, min_gain: float = 0.0) -> Ablation:
+    """The changes from ``base`` to ``rec`` as asked, less the knobs both ran with the same value."""
+    asked, wanted = base.result.requested.to_dict(), rec.result.requested.to_dict()
+    ran_base, ran_rec = base.config.to_dict(), rec.config.to_dict()
+    changes: list[Change] = []
+    dropped: list[Change] = []
+    for knob, before in asked.items():
+        if before != wanted[knob]:
+            (dropped if ran_base[knob] == ran_rec[knob] else changes).append(Change(knob, before, wanted[knob]))
+    return Ablation(
+        base.number, rec.number, base.result.requested, rec.result.requested, tuple(changes), tuple(dropped),
+        repeats, min_gain,
+    )
+
+
+def from_finals(ablation: Ablation, finals: Finals) -> Ablation:
+    """One change: its one step is the finals' baseline and recommendation, measured in the same rounds."""
+    ends = {ablation.baseline: 0, ablation.recommended: 1}
+    measured = tuple(replace(m, of=ends[m.of]) for m in finals.measured if m.of in ends)
+    note = "one knob changed: its step is the finals' baseline and recommendation, measured in the same rounds"
+    return replace(ablation, path=((ablation.changes[0].knob,),), measured=measured, notes=(note,), from_finals=True)
+
+
+Measure = Callable[[Knobs], TrialResult]
+Check = Callable[[Knobs], str | None]  # why a config cannot run (None: it can)
+Started = Callable[[str, Knobs], None]
+Finished = Callable[[str, TrialResult], None]
+
+
+def _label(ablation: Ablation, applied: Sequence[str], knob: str) -> str:
+    after = f" after {', '.join(ablation.change(k).text() for k in applied)}" if applied else " from the baseline"
+    return f"ordering: {ablation.change(knob).text()}{after}"
+
+
+def _fastest(
+    ablation: Ablation, applied: list[str], remaining: list[str], measure: Measure, check: Check,
+    save: Callable[[Ablation], None], started: Started, finished: Finished,
+) -> tuple[Ablation, str | None]:
+    """Each remaining single change measured once after ``applied`` (stored ones reused): the fastest that ran."""
+    for knob in remaining:
+        if ablation.probe(applied, knob) is not None:
+            continue
+        knobs = ablation.knobs([*applied, knob])
+        why = check(knobs)
+        if why is not None:
+            probe = Probe(tuple(applied), knob, NOT_RUN, None, why)
+        else:
+            label = _label(ablation, applied, knob)
+            started(label, knobs)
+            result = measure(knobs)
+            finished(label, result)
+            probe = Probe(tuple(applied), knob, result.status.value, result.images_per_s if result.ok else None, result.message)
+        ablation = replace(ablation, probes=(*ablation.probes, probe))
+        save(ablation)
+    ran = [p for p in (ablation.probe(applied, k) for k in remaining) if p is not None and p.images_per_s is not None]
+    return ablation, (max(ran, key=lambda p: p.images_per_s or 0.0).knob if ran else None)
+
+
+def _order(
+    ablation: Ablation, measure: Measure, check: Check, save: Callable[[Ablation], None], started: Started, finished: Finished,
+) -> Ablation:
+    """The path: the change that gains most first (greedy), or knob order past :data:`MAX_ORDERED`; stored."""
+    applied: list[str] = []
+    remaining = [c.knob for c in ablation.changes]
+    path: list[tuple[str, ...]] = []
+    notes = list(ablation.notes)
+    greedy = len(remaining) <= MAX_ORDERED
+    if not greedy:
+        n = len(remaining)
+        notes.append(f"{n} knobs changed, more than {MAX_ORDERED}: the path keeps knob order (ordering them by "
+                     f"gain would take {n * (n + 1) // 2 - 1} measurements)")
+    while len(remaining) > 1:
+        if greedy:
+            ablation, pick = _fastest(ablation, applied, remaining, measure, check, save, started, finished)
+        else:
+            pick = next((k for k in remaining if check(ablation.knobs([*applied, k])) is None), None)
+        if pick is None:
+            notes.append(f"no single change among {', '.join(ablation.change(k).text() for k in remaining)} could "
+                         "run from there: they make one combined step")
+            break
+        path.append((pick,))
+        applied.append(pick)
+        remaining.remove(pick)
+    ablation = replace(ablation, path=(*path, tuple(remaining)), notes=tuple(notes))
+    save(ablation)
+    return ablation
+
+
+def _rounds(ablation: Ablation, measure: Measure, save: Callable[[Ablation], None], started: Started, finished: Finished) -> Ablation:
+    """The whole path in interleaved rounds (baseline, step 1, ..., recommendation, baseline, ...); stored."""
+    configs = ablation.configs()
+    for round_ in range(ablation.repeats):
+        for i, knobs in enumerate(configs):
+            if ablation.has(round_, i):
+                continue
+            what = "baseline" if i == 0 else f"step {i}: " + ", ".join(ablation.change(k).text() for k in ablation.path[i - 1])
+            label = f"round {round_ + 1}/{ablation.repeats}: {what}"
+            started(label, knobs)
+            result = measure(knobs)
+            ablation = replace(ablation, measured=(*ablation.measured, Repeat.measured(round_, i, result)))
+            save(ablation)
+            finished(label, result)
+    return ablation
+
+
+def _fresh(done: Sequence[TrialRecord], finals: Finals | None, min_gain: float) -> Ablation | None:
+    """The ablation the finals' decision asks for (None: no decision yet, the baseline kept, nothing changed)."""
+    if finals is None or not finals.complete:
+        return None
+    choice = finals.decision().choice
+    by_number = {r.number: r for r in done}
+    if choice is None or finals.baseline not in by_number or choice not in by_number:
+        return None
+    ablation = planned(by_number[finals.baseline], by_number[choice], finals.repeats, min_gain)
+    if not ablation.changes:
+        return None
+    return from_finals(ablation, finals) if len(ablation.changes) == 1 else ablation
+
+
+def _same(old: Ablation, new: Ablation) -> bool:
+    """``old`` is the same path's ablation (a resume), whatever the bar for a gain."""
+    keys = ("baseline", "recommended", "start", "end", "changes", "dropped", "repeats")
+    return all(getattr(old, k) == getattr(new, k) for k in keys) and not new.from_finals
+
+
+def run(
+    study: optuna.Study,
+    done: Sequence[TrialRecord],
+    finals: Finals | None,
+    measure: Measure,
+    check: Check,
+    min_gain: float = 0.0,
+    begin: Callable[[tuple[str, ...], int], None] = lambda changes, repeats: None,
+    started: Started = lambda label, knobs: None,
+    finished: Finished = lambda label, result: None,
+) -> Ablation | None:
+    """Order and measure the path from the baseline to the finals' recommendation; resumes a stored one.
+
+    None when there is nothing to explain (no complete finals, the baseline kept). ``begin`` hears the
+    changes before the first measurement still missing (not at all when none is).
+    """
+    ablation = _fresh(done, finals, min_gain)
+    if ablation is None:
+        return None
+    old = stored_ablation(study)
+    if old is not None and _same(old, ablation):
+        ablation = replace(old, min_gain=min_gain)
+    if ablation != old:
+        save_ablation(study, ablation)
+    if ablation.complete:
+        return ablation
+
+    def save(current: Ablation) -> None:
+        save_ablation(study, current)
+
+    begin(tuple(c.text() for c in ablation.changes), ablation.repeats)
+    if not ablation.path:
+        ablation = _order(ablation, measure, check, save, started, finished)
+    return _rounds(ablation, measure, save, started, finished)

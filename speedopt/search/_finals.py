@@ -1,0 +1,68 @@
+"""The finals: after the search, the top feasible configs and the baseline re-measured in interleaved rounds.
+
+One measurement per config says little on a noisy machine (the same config measured 14% apart in
+one search), so the search's leaders are measured again beside the baseline, round by round
+(baseline, c1, c2, ..., baseline, c1, ...): drift and neighbours hit every config alike. Every
+measurement is stored in the study after each one (:class:`~speedopt.study.Finals`), so an interrupted
+finals round resumes, and the recommendation follows :func:`speedopt.speedup.decide`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.study import Finals, Repeat, TrialRecord, finalists, save_finals, set_aside_finals, stored_finals
+
+if TYPE_CHECKING:
+    import optuna
+
+Measure = Callable[[Knobs], TrialResult]
+
+
+def run(
+    study: optuna.Study,
+    done: list[TrialRecord],
+    count: int,
+    repeats: int,
+    measure: Measure,
+    min_gain: float = 0.0,
+    begin: Callable[[tuple[int, ...], int], None] = lambda chosen, repeats: None,
+    started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
+    finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
+) -> Finals | None:
+    """Measure the finalists in ``repeats`` interleaved rounds; resumes stored finals of the same finalists.
+
+    None when there is nothing to compare (no baseline measured ok, or no other feasible config).
+    ``begin`` hears the finalists before the first measurement still missing (not at all when none is).
+    """
+    chosen = finalists(done, count)
+    if repeats < 2 or not chosen:
+        return None
+    finals = stored_finals(study)
+    if finals is None or finals.trials != chosen or finals.repeats != repeats:
+        if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
+            set_aside_finals(study, finals)
+        finals = Finals(chosen, repeats, min_gain=min_gain)
+    elif finals.min_gain != min_gain:  # the bar changed, not the measurements
+        finals = replace(finals, min_gain=min_gain)
+        save_finals(study, finals)
+
+    by_number = {r.number: r for r in done}
+    if not finals.complete:
+        begin(chosen, repeats)
+    for round_ in range(repeats):
+
+        for number in chosen:
+            if finals.has(round_, number):
+                continue
+            record = by_number[number]
+            started(round_, repeats, record)
+            result = measure(record.result.requested)
+            finals = replace(finals, measured=(*finals.measured, Repeat.measured(round_, number, result)))
+            save_finals(study, finals)
+            finished(round_, record, result)
+    return finals

@@ -1,0 +1,192 @@
+"""The trial pipeline: one Optuna trial from the sampled knobs to its stored measurement and verdict.
+
+A trial asks the sampler for its knobs (the baseline's trial runs the baseline), checks the request,
+skips a config measured before or one whose ceilings cannot reach the best, predicts its memory, measures
+it (its running images/s feeding the pruner), judges its accuracy and stores it all in the trial's attrs.
+Every trial ends in a closed status (ok, oom, timeout, infeasible, error): a non-ok trial is recorded with
+its status and message, scores 0 images/s and violates the ``measured`` constraint, so the sampler learns
+to avoid it and it is never the best.
+
+Once per study, before its first trial, the trainer's label caches of the data it trains on are built
+(:func:`label_caches`, kept in the study's user attrs), so no trial scans labels; the dataset is listed
+once per run (the plan's listing) and handed to every trial's request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from speedopt import engines
+from speedopt.data import Dataset, load
+from speedopt.errors import UsageError
+from speedopt.knobs import Knobs
+from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
+from speedopt.quality import Judge, not_measured
+from speedopt.search import _memory as memory_mod
+from speedopt.search._plan import SearchPlan
+from speedopt.search._view import View
+from speedopt.status import Status
+from speedopt.study import Space, measurement_attrs, verdict_attrs, worker_id
+
+if TYPE_CHECKING:
+    import optuna
+
+
+def suggest(trial: optuna.Trial, space: Space) -> Knobs:
+    """Ask the trial for each sampled knob; fixed knobs take their one value."""
+    values = dict(space.fixed())
+    for name, domain in space.sampled().items():
+        if domain.choices is not None:
+            values[name] = trial.suggest_categorical(name, list(domain.choices))
+        else:
+            assert domain.low is not None and domain.high is not None
+            values[name] = trial.suggest_int(name, domain.low, domain.high, step=domain.step)
+    return Knobs(**values)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every trial of one run shares: the dataset listed once, and the study's label caches."""
+
+    dataset: Dataset
+    labels: LabelCaches = field(default_factory=LabelCaches)
+    copies: dict[str, Dataset] = field(default_factory=dict)  # prepared copies' listings, read on first use
+
+    def listing(self, yaml: str) -> Dataset:
+        """The listing of the study's data or of one of its prepared copies, read once per run."""
+        if str(self.dataset.yaml_path) == yaml:
+            return self.dataset
+        if yaml not in self.copies:
+            self.copies[yaml] = load(yaml)
+        return self.copies[yaml]
+
+
+def study_dataset(plan: SearchPlan) -> Dataset:
+    """The study's data, listed once per run: the plan's listing, else read now (a worker's plan has none)."""
+    ds = plan.dataset
+    if ds is not None and str(ds.yaml_path) == plan.protocol.data:
+        return ds
+    return load(plan.protocol.data)
+
+
+def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Sequence[str]) -> LabelCaches:
+    """The trainer's label caches of ``yamls`` (every data.yaml the study may train on), built once per
+    study before its first trial and kept in its user attrs (:data:`~speedopt.measure.LABELS_ATTR`).
+
+    A study that holds the attr (resumed, or joined after its creator built them) builds nothing, nor
+    does an engine without the hook; a failed build is a note and its trials scan their labels.
+    """
+    stored = study.user_attrs.get(LABELS_ATTR)
+    if stored is not None:
+        return LabelCaches.from_attr(stored)
+    p = plan.protocol
+    if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_label_cache:
+        return LabelCaches()
+    images = p.dataset.train_images + p.dataset.val_images
+    what = f"{images} images (train and val)" + (f" in each of {len(yamls)} data.yamls (the dataset and its prepared copies)" if len(yamls) > 1 else "")
+    view.note(f"building the trainer's label cache once for {what}, before the first trial")
+    caches = build_label_caches(
+        yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.note
+    )
+    study.set_user_attr(LABELS_ATTR, caches.to_attr())
+    view.note(caches.summary())
+    return caches
+
+
+def request_for(plan: SearchPlan, knobs: Knobs, inputs: Inputs) -> TrialRequest | TrialResult:
+    """The checked request for ``knobs``, or an error result (e.g. the dataset vanished mid-search)."""
+    p = plan.protocol
+    try:
+        yaml = p.data_yaml(knobs)  # data=resized: the prepared copy at the knobs' imgsz
+        return prepare(
+            inputs.listing(yaml), knobs, device=p.device, engine=p.engine,
+            yolov5_dir=p.yolov5_dir, steps=p.steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed,
+            ram_limit_bytes=p.ram_limit_bytes, max_steps=p.max_steps, label_caches=inputs.labels.for_data(yaml),
+        )
+    except UsageError as exc:  # record, don't crash
+        return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
+
+
+def measure(
+    plan: SearchPlan, request: TrialRequest | TrialResult, view: View, inputs: Inputs, trial: optuna.Trial | None = None,
+    live: optuna.Trial | None = None,
+) -> TrialResult:
+    """Measure ``request``; with ``trial``, its running images/s goes to Optuna's pruner as it comes, and a
+    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone);
+    with ``live``, that trial's user attr ``phase`` follows the job's phase (the dashboard shows it while it runs)."""
+    if isinstance(request, TrialResult):
+        return request
+    progress: Callable[[dict[str, Any]], None] = view.trial_progress
+    if trial is not None:
+        from speedopt.search._stop import reporting
+
+        progress = reporting(trial, plan, view.trial_progress)
+    if live is not None:
+        progress = _phases(live, progress)
+    return run_trial(
+        request, progress=progress, on_wait=view.note, owner=plan.study_name, dataset=inputs.listing(request.data_yaml),
+    )
+
+
+def _phases(trial: optuna.Trial, then: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that keeps the trial's user attr ``phase`` (one storage write per change of phase)."""
+    last = {"phase": ""}
+
+    def progress(update: dict[str, Any]) -> None:
+        phase = str(update.get("phase") or "")
+        if phase and phase != last["phase"]:
+            last["phase"] = phase
+            trial.set_user_attr("phase", phase)
+        then(update)
+
+    return progress
+
+
+def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Callable[[optuna.Trial], float]:
+    """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok)."""
+    from speedopt.search._stop import PRUNED_CONFIG, Skips, best_feasible
+
+    skips = Skips(plan)
+
+    def run_one(trial: optuna.Trial) -> float:
+        import optuna
+
+        trial.set_user_attr("worker", worker_id())
+        baseline = trial.user_attrs.get("role") == "baseline"
+        suggested = suggest(trial, plan.protocol.space)  # the baseline's enqueued values too: the sampler learns from it
+        knobs = plan.protocol.baseline if baseline else suggested
+
+        request = request_for(plan, knobs, inputs)
+        skips.check(trial, knobs, request, baseline)
+        view.trial_started(trial.number, knobs)
+        prediction = None
+        if isinstance(request, TrialRequest):
+            request, prediction = memory_mod.predicted(
+                trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.note
+            )
+        try:
+            result = memory_mod.record(measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)
+        except optuna.TrialPruned as exc:
+            trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
+            view.note(f"trial {trial.number}: {exc}")
+            raise
+        stored = result.to_dict()
+        stored["log_tail"] = stored["log_tail"][-2000:]
+        for key, value in measurement_attrs(stored).items():
+            trial.set_user_attr(key, value)
+        if result.ok:
+            trial.set_user_attr("phase", "accuracy")  # quality probes, if its signature needs any
+            verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
+        else:
+            verdict = not_measured(knobs, result.status)
+        for key, value in verdict_attrs(verdict.attrs()).items():
+            trial.set_user_attr(key, value)
+        trial.set_constraint("measured", 0.0 if result.ok else 1.0)
+        trial.set_constraint("map_loss", verdict.constraint())
+        trial.set_user_attr("phase", "done")
+        view.trial_finished(trial.number, result, baseline=baseline, verdict=verdict)
+        return float(result.images_per_s or 0.0) if result.ok else 0.0
+
+    return run_one

@@ -1,0 +1,113 @@
+"""Opening a search's study: create it (attrs, the baseline as trial 0, warm-start configs), resume it, or join it.
+
+Two searches started at once on one storage race to create the same study: one creates it, the other
+loads it and waits (:data:`SETUP_WAIT_S`) until its creator has stored the protocol and enqueued the
+baseline. A resumed study must match the plan's protocol (:meth:`~speedopt.study.StudyProtocol.conflict`);
+trials a killed run left behind are retried with the same knobs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from speedopt.errors import UsageError
+from speedopt.quality import merge_cache
+from speedopt.search._plan import SearchPlan
+from speedopt.study import OBJECTIVE, check_study_name, recover_interrupted, redact, study_names
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import BaseStorage
+
+#: How long a search waits for another process that is creating the same study to finish setting it up.
+SETUP_WAIT_S = 10.0
+
+
+def _sampler(plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    import optuna
+
+    # constant_liar: trials still running on other workers count as pessimistic, so workers spread out
+    return optuna.samplers.TPESampler(seed=plan.seed, constant_liar=True)
+
+
+def _create_or_load(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, bool]:
+    """The study, and whether this process created it (two searches started at once: one creates, one joins)."""
+    import optuna
+
+    from speedopt.search._stop import pruner
+
+    if not plan.create or plan.study_name in study_names(storage):
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=pruner(plan)), False
+    try:
+        study = optuna.create_study(
+            study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=pruner(plan), direction="maximize"
+        )
+    except optuna.exceptions.DuplicatedStudyError:  # another process created it a moment ago
+        return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=pruner(plan)), False
+    return study, True
+
+
+def _ready(study: optuna.Study) -> bool:
+    """The study's creator finished setting it up: protocol attrs stored and the baseline enqueued."""
+    return "space" in study.user_attrs and any(t.user_attrs.get("role") == "baseline" for t in study.get_trials(deepcopy=False))
+
+
+def _wait_ready(study: optuna.Study) -> bool:
+    deadline = time.monotonic() + SETUP_WAIT_S
+    while not _ready(study):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
+    """First run of a study: attrs, baseline as trial 0, warm-start configs, reused probes."""
+    notes = []
+    study.set_metric_names([OBJECTIVE])
+    for key, value in plan.protocol.to_attrs().items():
+        study.set_user_attr(key, value)
+    sampled = plan.protocol.space.sampled()
+    baseline = {k: v for k, v in plan.protocol.baseline.to_dict().items() if k in sampled}
+    study.enqueue_trial(baseline, user_attrs={"role": "baseline"})
+    warm = plan.protocol.warm_start
+    for config in warm.configs if warm else ():
+        study.enqueue_trial(
+            {k: v for k, v in config.knobs.to_dict().items() if k in sampled},
+            user_attrs={"role": "warm-start", "source_trial": config.source_trial},
+            skip_if_exists=True,
+        )
+    if plan.warm_cache:
+        notes.append(f"{merge_cache(plan.warm_cache, storage)} probe result(s) copied from the warm-start source")
+    return notes
+
+
+def _hide_stored_password(study: optuna.Study) -> None:
+    """A study made before warm-start sources were redacted keeps none of their password from now on."""
+    warm = study.user_attrs.get("warm_start")
+    if isinstance(warm, dict) and isinstance(warm.get("source"), str) and redact(warm["source"]) != warm["source"]:
+        study.set_user_attr("warm_start", {**warm, "source": redact(warm["source"])})
+
+
+def open_study(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, list[str]]:
+    """Create, resume or join the study; the notes say what happened."""
+    check_study_name(plan.study_name)
+    study, created = _create_or_load(plan, storage)
+    notes = list(plan.notes)
+    if created:
+        return study, notes + _create(plan, study, storage)
+    ready = _wait_ready(study) if plan.create else True
+    if plan.create:
+        why = plan.protocol.conflict(study.user_attrs, plan.study_name)
+        if why:
+            raise UsageError(why)
+        if not ready:  # its creator stopped half-way (interrupted between the study and its baseline)
+            notes += _create(plan, study, storage)
+        elif study.user_attrs.get("trials") != plan.protocol.trials:
+            study.set_user_attr("trials", plan.protocol.trials)
+    _hide_stored_password(study)
+    recovered = recover_interrupted(study, storage)
+    if recovered:
+        notes.append(f"trial(s) {', '.join(map(str, recovered))} ended early (interrupted or killed): retried with the same knobs")
+    return study, notes

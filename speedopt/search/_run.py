@@ -1,0 +1,237 @@
+"""The optimise loop's stages: an Optuna study of short, real training trials over the speed knobs.
+
+:func:`run` opens the study (:mod:`speedopt.search._open`: created, resumed or joined, the baseline
+enqueued as trial 0), ranks the space by its ceilings once, and lets Optuna's own loop
+(``Study.optimize`` with ``timeout`` and a :class:`~optuna.study.MaxTrialsCallback`) run trials
+(:mod:`speedopt.search._objective`) until the study holds its target or a stop rule says so
+(:mod:`speedopt.search._stop`). The study's creator then runs the finals, the ablation and the ends'
+ceilings. What it does is told to a :class:`~speedopt.search.View`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from speedopt import engines
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult, warm_worker
+from speedopt.offline import cache_dir
+from speedopt.quality import Judge, ProbeTarget
+from speedopt.search import _ablation as ablation_mod
+from speedopt.search import _ceilings as ceilings_mod
+from speedopt.search import _finals as finals_mod
+from speedopt.search import _rank as rank_mod
+from speedopt.search._interrupt import Interrupts
+from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
+from speedopt.search._open import open_study
+from speedopt.search._plan import SearchPlan
+from speedopt.search._view import QuietView, View
+from speedopt.study import (
+    GRACE_S,
+    HEARTBEAT_S,
+    RANKING_ATTR,
+    Need,
+    Ranking,
+    SearchOutcome,
+    awaited,
+    known_ceilings,
+    open_storage,
+    outcome,
+    records,
+    recover_stale,
+    retry_interrupted,
+    storage_errors,
+    stored_finals,
+    write_finals_notes,
+    write_note,
+)
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.storages import BaseStorage
+    from optuna.trial import FrozenTrial
+
+
+def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
+    """Create (or resume, or join) the study and run trials until it holds its target of complete ones.
+
+    Several processes may share one study: a trial that would exceed the target because another
+    worker took the last slot is pruned before it measures, and each process stops starting trials
+    once complete and running trials reach the target (Optuna's MaxTrialsCallback) or ``plan.timeout_s``
+    passes. It then waits for the other workers' running trials: one whose worker died is failed once
+    its heartbeat is stale and retried here, so no process leaves the study short while a trial can
+    still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.
+    """
+    view = view or QuietView()
+    with storage_errors(plan.storage_url):
+        storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE)
+        study, notes = open_study(plan, storage)
+        interrupts = Interrupts()
+        view.start(plan, outcome(study), notes)
+        try:
+            with _warm(plan, view):
+                _search(plan, study, storage, view, interrupts)
+        except KeyboardInterrupt:
+            retry_interrupted(study, storage, interrupts.trials)
+            raise
+        finally:
+            view.stop()
+        return outcome(study)
+
+
+def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[object]:
+    """The warm worker every job of this run forks from (``plan.warm``); nothing when off or when it cannot start."""
+    p = plan.protocol
+    if not plan.warm:
+        return contextlib.nullcontext()
+    env = engines.get(p.engine, yolov5_dir=p.yolov5_dir).environment(cache_dir())
+    view.note("starting a warm worker: torch and the trainer imported once, every trial forked from it")
+    return warm_worker(p.engine, p.yolov5_dir, env)
+
+
+def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts) -> None:
+    """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings."""
+    from speedopt.search._stop import complete, full, guarded, stop_at_ceiling
+
+    p = plan.protocol
+    inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
+    target = ProbeTarget(
+        p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
+        p.copies[0].format if p.copies else "",
+    )
+    judge = Judge(
+        p.quality, target, p.baseline, storage,
+        plan.study_name, on_wait=view.note, progress=view.trial_progress,
+    )
+    one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs), p.trials))
+    if plan.create:
+        _rank(plan, study, view, inputs)
+    with interrupts.quiet():
+        stop = stop_at_ceiling(plan, view, lambda knobs: ceilings_mod.ceilings_of(plan, study, knobs, view, inputs))
+
+        def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
+            write_note(study, trial)  # the trial's one-screen summary in the dashboard
+            stop(study, trial)
+
+        _fill(study, storage, one_trial, plan, view, after_trial)
+    if plan.create and (complete(study) >= p.trials or study.user_attrs.get("stopped")):
+        _finals(plan, study, view, inputs)
+        _ablation(plan, study, view, inputs)
+        ceilings_mod.ends(plan, study, view, inputs)
+    elif plan.create and full(study, p.trials):
+        view.note("finals wait for trials still running on other workers: rerun this command when they are done")
+
+
+def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
+    """Once per study, before its first trial completes: bound every config by its ceilings and enqueue the
+    highest first (:mod:`speedopt.search._rank`); the study keeps what it did (user attr ``ceiling_ranking``)."""
+    from optuna.trial import TrialState
+
+    from speedopt.search._stop import complete
+
+    p = plan.protocol
+    if RANKING_ATTR in study.user_attrs or complete(study) or any(
+        t.state == TrialState.PRUNED for t in study.get_trials(deepcopy=False)
+    ):
+        return
+    grid = rank_mod.configs(p.space)
+    jobs = len(rank_mod.representatives(grid)) if grid is not None else 0
+    skip = (
+        "the space is too large to enumerate its ceilings" if grid is None
+        else "ceilings are measured on one GPU; this search varies gpus" if "gpus" in p.space.sampled()
+        else f"the {p.engine} engine measures no ceilings" if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings
+        else rank_mod.skip_mode(p.ceiling_rank, len(grid), jobs, p.trials)
+    )
+    if skip is not None or grid is None:
+        study.set_user_attr(RANKING_ATTR, Ranking(len(grid or ()), jobs, False, skip or "").to_dict())
+        view.note(f"ceiling ranking: {skip}")
+        return
+    view.note(f"ceiling ranking: {jobs} ceiling jobs bound the space's {len(grid)} configs; measuring them before the trials")
+    started = time.monotonic()
+    for knobs in dict.fromkeys(rank_mod.representatives(grid).values()):
+        ceilings_mod.ceilings_of(plan, study, knobs, view, inputs)
+    queued = [Knobs(**{**p.baseline.to_dict(), **(t.system_attrs.get("fixed_params") or t.params)}) for t in study.get_trials(deepcopy=False)]
+    ranking = rank_mod.rank(grid, known_ceilings(study), rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
+    ranking = dataclasses.replace(ranking, wall_s=time.monotonic() - started)
+    sampled = p.space.sampled()
+    for knobs, top in ranking.enqueued:
+        study.enqueue_trial({k: v for k, v in knobs.to_dict().items() if k in sampled}, user_attrs={"role": "ceiling-rank", "bound": top})
+    study.set_user_attr(RANKING_ATTR, ranking.to_dict())
+    view.note(f"ceiling ranking: {ranking.message} ({ranking.wall_s:.0f} s of ceiling jobs)")
+
+
+def _longest_s(plan: SearchPlan) -> float:
+    """The most one trial may run, probes included (three: the baseline's two seeds and its own), plus the grace."""
+    p = plan.protocol
+    return p.trial_timeout_s + (3 * p.quality.timeout_s if p.quality.probing else 0.0) + 2 * GRACE_S
+
+
+def _fill(
+    study: optuna.Study, storage: BaseStorage, one_trial: Callable[[optuna.Trial], float], plan: SearchPlan, view: View,
+    after_trial: Callable[[optuna.Study, FrozenTrial], None] = lambda study, trial: None,
+) -> None:
+    """Run trials until the study holds its target, waiting out other workers' trials that may still be retried;
+    ``after_trial`` runs after each trial is stored (an Optuna callback)."""
+    from speedopt.search._stop import complete, full, max_trials
+
+    target = plan.protocol.trials
+    deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s
+    if not full(study, target) and study.user_attrs.get("stopped"):
+        study.set_user_attr("stopped", None)  # a resumed search (more trials asked) samples again
+    said: list[int] = []
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return
+        if not full(study, target):
+            study.optimize(one_trial, timeout=left, callbacks=[max_trials(target), after_trial], gc_after_trial=False)
+        if complete(study) >= target or study.user_attrs.get("stopped"):
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        running = awaited(study, storage, _longest_s(plan))
+        if not running and full(study, target):
+            return  # trials no process here can judge (another host, no heartbeat): they are theirs to finish
+        if running and running != said:
+            view.note(
+                f"waiting for trial(s) {', '.join(map(str, running))} on other workers: the study needs {target} complete; "
+                f"a trial whose worker died is retried here after its {GRACE_S} s heartbeat grace"
+            )
+            said = running
+        time.sleep(HEARTBEAT_S)
+        retried = recover_stale(study, storage)
+        if retried:
+            view.note(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
+
+
+def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
+    """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.search._finals`)."""
+    p = plan.protocol
+    finals = finals_mod.run(
+        study, records(study), p.finalists, p.repeats, lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
+        p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
+    )
+    if finals is not None:
+        write_finals_notes(study, finals)
+
+
+def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
+    """Measure which change bought what on the path to the recommendation (see :mod:`speedopt.search._ablation`)."""
+    p = plan.protocol
+    if study.user_attrs.get("ablate", True) != p.ablate:  # this run's choice, for the report
+        study.set_user_attr("ablate", p.ablate)
+    if not p.ablate:
+        return
+
+    def unrunnable(knobs: Knobs) -> str | None:
+        request = request_for(plan, knobs, inputs)
+        return request.message if isinstance(request, TrialResult) else request.infeasible
+
+    ablation_mod.run(
+        study, records(study), stored_finals(study), lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
+        unrunnable, p.min_gain, begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
+    )

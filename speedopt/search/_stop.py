@@ -1,0 +1,247 @@
+"""Every rule that stops a search or skips a config, and what each is meant to save.
+
+- **the budget** (:func:`max_trials`, :func:`full`, and the run's ``--timeout``): no trial past the study's
+  target, shared by every worker, and none started after the timeout;
+- **the full-study prune** (:func:`guarded`): a worker that lost the race for the last slot measures nothing;
+- **the skip** (:class:`Skips`): a config measured before, or one its ceilings bound below the best, is not
+  measured again; :data:`DUPLICATE_LIMIT` such proposals in a row stop the search (the space is used up);
+- **the pruner** (:class:`BestMargin`, fed by :func:`reporting`): a trial clearly slower than the best stops
+  part-way through its measured window;
+- **stop at the ceiling** (:func:`stop_at_ceiling`, :func:`reached`, :func:`space_reached`): the search
+  stops once its best config is near what this machine could do at all with the knobs it varies.
+
+The pruner's margin stands for this machine's noise: the same config measured 22.8 to 32.2 images/s in
+three runs (a 29% spread) and a running rate over a few steps wobbles more, so the default margin (50%)
+prunes only a config that half the speed of the best could not explain. Never on one step; never the
+baseline, finals or ceilings (they report nothing). Imported only where a study runs (it imports Optuna).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from speedopt.knobs import Knobs
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult
+from speedopt.measure._ceilings import COMPUTE_KNOBS, DATA_KNOBS
+from speedopt.search import _rank as rank_mod
+from speedopt.search._plan import SearchPlan
+from speedopt.search._view import View
+from speedopt.study import Ranking, best_trial, known_ceilings, records, stored_ranking
+
+#: Proposals in a row that repeat measured configs before the search stops: the space is used up.
+DUPLICATE_LIMIT = 25
+PRUNED_CONFIG = "pruned_config"  # the knobs (as asked) of a trial the pruner stopped
+
+
+def best_feasible(study: optuna.Study) -> float | None:
+    """Images/s of the best trial so far (None if none yet): what the pruner, the skip and the stop compare against."""
+    best = best_trial(records(study))
+    return best.images_per_s if best else None
+
+
+def _stop(study: optuna.Study, why: str) -> None:
+    """Stop the study's loop and keep why (user attr ``stopped``: the report says it)."""
+    study.set_user_attr("stopped", why)
+    study.stop()
+
+
+def complete(study: optuna.Study) -> int:
+    """The study's complete trials."""
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def full(study: optuna.Study, target: int) -> bool:
+    """The study holds its target: complete trials, or complete and running ones with nothing queued."""
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    done, running = states.count(TrialState.COMPLETE), states.count(TrialState.RUNNING)
+    return done >= target or (done + running >= target and TrialState.WAITING not in states)
+
+
+def max_trials(target: int) -> optuna.study.MaxTrialsCallback:
+    """Saves trials past the target: the loop stops starting trials once complete and running ones reach it
+    (Optuna's MaxTrialsCallback; the run's ``--timeout`` goes to ``Study.optimize`` beside it)."""
+    return optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))
+
+
+def guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable[[optuna.Trial], float]:
+    """Saves a measurement nobody asked for: prune a trial that would exceed the target (another worker took
+    the last slot meanwhile)."""
+
+    def run_one(trial: optuna.Trial) -> float:
+        others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
+        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in others)
+        if busy >= target:
+            raise optuna.TrialPruned(f"the study already has {target} trials complete or running")
+        return objective(trial)
+
+    return run_one
+
+
+def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | TrialResult) -> int | None:
+    """The earlier trial that measured the same config (as asked, or as it will run), if any; a trial the
+    pruner stopped counts too (measured far enough to know it is slow: never again)."""
+    runs = request.knobs if isinstance(request, TrialRequest) else None
+    for r in records(study):
+        if r.result.requested == asked or (runs is not None and r.config == runs):
+            return r.number
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        if t.user_attrs.get(PRUNED_CONFIG) == asked.to_dict():
+            return t.number
+    return None
+
+
+def hopeless(knobs: Knobs, known: Mapping[str, Ceiling], best: float | None, margin: float) -> str | None:
+    """Why ``knobs`` cannot catch the best config (its bound below (1 - margin) x best), or None."""
+    if not best or not margin:
+        return None
+    top = rank_mod.bound_of(knobs, known)
+    if top is None or top >= (1.0 - margin) * best:
+        return None
+    return (
+        f"its ceilings bound it at {top:.1f} images/s, below {100 * (1 - margin):.0f}% of the best's {best:.1f}: "
+        "pruned before it ran (--prune-margin)"
+    )
+
+
+class Skips:
+    """Saves measuring what is known: a sampled config measured before (or pruned), or one whose ceilings
+    cannot reach the best, is pruned before it runs; :data:`DUPLICATE_LIMIT` such proposals in a row stop
+    the search (the sampler has nothing new left). One per run: it counts the proposals in a row."""
+
+    def __init__(self, plan: SearchPlan) -> None:
+        self.plan, self.in_a_row = plan, 0
+
+    def why(self, trial: optuna.Trial, knobs: Knobs, request: TrialRequest | TrialResult) -> str | None:
+        """Why a sampled config is not measured: measured before, or its ceilings cannot reach the best (None: measure it)."""
+        earlier = duplicate_of(trial.study, knobs, request)
+        if earlier is not None:
+            trial.set_user_attr("duplicate_of", earlier)
+            return f"config already measured in trial {earlier}"
+        runs = request.knobs if isinstance(request, TrialRequest) else knobs
+        why = hopeless(runs, known_ceilings(trial.study), best_feasible(trial.study), self.plan.protocol.prune_margin)
+        if why is not None:
+            trial.set_user_attr("pruned", why)
+            trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
+        return why
+
+    def check(self, trial: optuna.Trial, knobs: Knobs, request: TrialRequest | TrialResult, baseline: bool) -> None:
+        """Raise ``optuna.TrialPruned`` for a config not to measure (never the baseline), stopping the study at the limit."""
+        why = None if baseline else self.why(trial, knobs, request)
+        if why is None:
+            self.in_a_row = 0
+            return
+        self.in_a_row += 1  # not measured as a new trial: the budget goes to configs that may win
+        if self.in_a_row >= DUPLICATE_LIMIT:
+            _stop(trial.study, f"the sampler proposed only measured or hopeless configs {DUPLICATE_LIMIT} times in a row: the space is used up")
+        raise optuna.TrialPruned(why)
+
+
+class BestMargin(optuna.pruners.BasePruner):
+    """Saves the rest of a slow trial's window: prune below ``(1 - margin)`` x the best feasible images/s, after
+    ``min_steps`` measured steps (a trial reports its running images/s as intermediate values, step = measured steps)."""
+
+    def __init__(self, margin: float, min_steps: int):
+        self.margin, self.min_steps = margin, min_steps
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        step = trial.last_step
+        if not self.margin or step is None or step < self.min_steps:
+            return False
+        best = best_trial(records(study))
+        if best is None or not best.images_per_s:
+            return False
+        return trial.intermediate_values[step] < (1.0 - self.margin) * best.images_per_s
+
+
+def pruned_text(rate: float, steps: int, study: optuna.Study, margin: float) -> str:
+    """Why a trial was pruned, in one line (the trial's ``pruned`` user attr)."""
+    best = best_trial(records(study))
+    against = f"trial {best.number}'s {best.images_per_s:.1f} images/s" if best and best.images_per_s else "the best"
+    return (
+        f"pruned after {steps} measured steps at {rate:.1f} images/s: below {100 * (1 - margin):.0f}% of {against} "
+        f"(--prune-margin {margin:g})"
+    )
+
+
+def pruner(plan: SearchPlan) -> BestMargin:
+    """The study's pruner: a trial clearly slower than the best, part-way through its window (--prune-margin)."""
+    return BestMargin(plan.protocol.prune_margin, max(3, plan.protocol.steps // 2))
+
+
+def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that also reports each measured step's running images/s and prunes when Optuna says so."""
+
+    def progress(update: dict[str, Any]) -> None:
+        show(update)
+        rate, step = update.get("rate"), update.get("done")
+        if update.get("phase") != "measure" or not rate or not isinstance(step, int):
+            return
+        trial.report(float(rate), step)
+        if trial.should_prune():
+            why = pruned_text(float(rate), step, trial.study, plan.protocol.prune_margin)
+            trial.set_user_attr("pruned", why)
+            raise optuna.TrialPruned(why)
+
+    return progress
+
+
+def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: Iterable[str]) -> str | None:
+    """Why a search may stop: the config reached ``stop_at`` of min(ceilings) and the search varies none of the
+    knobs the binding ceiling depends on (``sampled``: the knobs it varies), so no config it can still try has a
+    higher bound. None: go on (or ``stop_at`` is 0)."""
+    share = ceilings.share(images_per_s)
+    if not stop_at or share is None or share < stop_at or ceilings.binding is None:
+        return None
+    movers = sorted(set(sampled) & set(DATA_KNOBS if ceilings.binding == "data" else COMPUTE_KNOBS))
+    if movers:  # another value of these may raise the binding ceiling itself
+        return None
+    return (
+        f"the best config measured {images_per_s:.1f} images/s, {100 * share:.0f}% of min(ceilings) "
+        f"{ceilings.bound:.1f} images/s, and the {ceilings.binding} ceiling binds, whose knobs this search does not vary: "
+        f"nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
+    )
+
+
+def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float) -> str | None:
+    """Why a search may stop: its best reached ``stop_at`` of the highest bound in the whole space (None: go on)."""
+    if not stop_at or ranking is None or ranking.space_bound is None or images_per_s < stop_at * ranking.space_bound:
+        return None
+    return (
+        f"the best config measured {images_per_s:.1f} images/s, {100 * images_per_s / ranking.space_bound:.0f}% of the "
+        f"highest bound of any of the space's {ranking.configs} configs ({ranking.space_bound:.1f} images/s, from their ceilings): "
+        "nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
+    )
+
+
+def stop_at_ceiling(
+    plan: SearchPlan, view: View, ceilings_of: Callable[[Knobs], Ceilings | None]
+) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Saves the trials after the best is as fast as this machine allows (``--stop-at-ceiling``): an Optuna
+    callback (after each trial is stored) that, when the trial just finished is the best feasible one, stops
+    the study once it reaches the share of the highest bound in the space (every config bounded by its ceilings),
+    or of min(its own ceilings, found or measured now by ``ceilings_of``) where no knob the search varies moves them."""
+
+    def check(study: optuna.Study, trial: FrozenTrial) -> None:
+        best = best_trial(records(study))
+        sampled = set(plan.protocol.space.sampled())
+        if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
+            return
+        why = space_reached(best.images_per_s or 0.0, stored_ranking(study.user_attrs), plan.protocol.stop_at_ceiling)
+        if why:  # every config of the space is bounded, and none could beat this one by more than the share
+            _stop(study, why)
+            return
+        if (sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS)) or "gpus" in sampled:
+            return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
+        view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
+        found = ceilings_of(best.config)
+        why = None if found is None else reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled)
+        if found is not None:
+            view.note("; ".join(found.lines(best.images_per_s)))
+        if why:
+            _stop(study, why)
+
+    return check

@@ -1,0 +1,63 @@
+"""The progress contract: what a running search tells whoever watches it (the CLI's live view, the Python API).
+
+Every hook is optional; :class:`QuietView` hears nothing. The search calls them in order: :meth:`View.start`,
+then per trial :meth:`~View.trial_started`, :meth:`~View.trial_progress` and :meth:`~View.trial_finished`,
+then the finals' and the ablation's hooks, and :meth:`~View.stop` at the end, however it ends.
+:meth:`~View.note` carries every other line the search has to say, at any point.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from speedopt.knobs import Knobs
+from speedopt.measure import TrialResult
+from speedopt.quality import Verdict
+from speedopt.search._plan import SearchPlan
+from speedopt.study import SearchOutcome, TrialRecord
+
+
+class View(abc.ABC):  # noqa: B024 - every hook is optional
+    """What a search reports while it runs; every hook does nothing unless a view overrides it."""
+
+    def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
+        """The study is open: its target, what it already holds, notes on the plan."""
+
+    def trial_started(self, number: int, knobs: Knobs) -> None:
+        """A trial begins measuring ``knobs``."""
+
+    def trial_progress(self, update: dict[str, Any]) -> None:
+        """A running trial or probe moved on (``phase``, and ``done`` of ``of`` where known)."""
+
+    def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
+        """A trial ended, with its accuracy verdict."""
+
+    def note(self, message: str) -> None:
+        """One line on what the search is doing or waiting for: the host lock held by another process, the label
+        caches or a memory fit being built, ceiling jobs, other workers' trials, why a trial was pruned."""
+
+    def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
+        """The finals begin: these trials' configs (the baseline's first) in ``repeats`` interleaved rounds."""
+
+    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
+        """Round ``round_`` (0-based) measures the config of ``record`` again."""
+
+    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
+        """A repeat measurement ended."""
+
+    def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
+        """The ablation begins: these changes (``workers 8 -> 2``) ordered, then the path in ``repeats`` rounds."""
+
+    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
+        """An ablation measurement begins (``label``: an ordering candidate, or a round's config on the path)."""
+
+    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+        """An ablation measurement ended."""
+
+    def stop(self) -> None:
+        """The search is over (normally or not)."""
+
+
+class QuietView(View):
+    """Reports nothing (the Python API's default)."""
