@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from speedopt import data as demo_data
-from speedopt.measure._hostlock import LOCK_ENV
-from speedopt.measure._leftovers import STATE_ENV
+from speedopt.isolation import LOCK_ENV, STATE_ENV
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,9 +1,14 @@
-"""The package's shape: light at import time, no import cycle, one public API."""
+"""The package's shape: light at import time, one public API per subpackage, no reach into another's privates."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import speedopt
+
+PACKAGE = Path(speedopt.__file__).parent
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py"))
 
 
 def test_import_speedopt_and_the_cli_loads_no_trainer_no_optuna_no_pandas():
@@ -24,9 +29,44 @@ def test_public_api_is_exported():
 def test_every_subpackage_declares_what_it_exports():
     import importlib
 
-    for sub in ("cli", "data", "engines", "measure", "quality", "reporting", "study"):
+    for sub in SUBPACKAGES:
         module = importlib.import_module(f"speedopt.{sub}")
         exported = getattr(module, "__all__", None) if sub != "cli" else ["main", "build_parser"]
         assert exported, sub
         for name in exported:
             assert hasattr(module, name), f"speedopt.{sub}.{name}"
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module ``path`` imports absolutely (``from X import ...`` and ``import X``), anywhere in it."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append(node.module)
+            found.extend(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names)
+    return found
+
+
+def test_no_module_imports_another_packages_private_module():
+    """``speedopt.X._y`` is X's business: other packages use what X exports (tests may test ``_y`` directly)."""
+    reaching = []
+    for path in PACKAGE.rglob("*.py"):
+        inner = path.relative_to(PACKAGE).parts
+        home = inner[0] if len(inner) > 1 else ""
+        for name in _imports(path):
+            parts = name.split(".")
+            private = len(parts) >= 3 and parts[2].startswith("_") and not parts[2].startswith("__")
+            if parts[0] == "speedopt" and private and parts[1] in SUBPACKAGES and parts[1] != home:
+                reaching.append(f"{path.relative_to(PACKAGE.parent)} -> {name}")
+    assert reaching == []
+
+
+def test_every_public_surface_is_small():
+    """At most 25 names in any package's ``__all__`` (Optuna's study package exports ten)."""
+    import importlib
+
+    sizes = {sub: len(getattr(importlib.import_module(f"speedopt.{sub}"), "__all__", ())) for sub in SUBPACKAGES}
+    sizes["speedopt"] = len(speedopt.__all__)
+    assert {name: size for name, size in sizes.items() if size > 25} == {}

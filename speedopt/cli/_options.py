@@ -9,6 +9,8 @@ from speedopt import defaults
 from speedopt.engines import NAMES
 from speedopt.knobs import Knobs, parse_bool
 
+TEST_DOUBLE = "standin"  # speedopt's own stand-in engine (tests/, benchmarks/): accepted, never offered
+
 
 class Parser(argparse.ArgumentParser):
     """argparse that reports bad arguments in one line (and exit 2) instead of usage + error."""
@@ -53,13 +55,19 @@ def add_study(parser: argparse.ArgumentParser, required: bool = False, default_h
     parser.add_argument("--study", required=required, default=None, help=f"study name (default: {default_help})" if not required else "the study")
 
 
+def engine_name(text: str) -> str:
+    """An ``--engine`` value: a user's trainer, or the stand-in test double, which tests reach this way and
+    ``--help`` does not list."""
+    if text in NAMES or text == TEST_DOUBLE:
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(NAMES)})")
+
+
 def add_engine(parser: argparse.ArgumentParser) -> None:
     """--engine and --yolov5-dir: which trainer a trial measures."""
     parser.add_argument(
-        "--engine", default="ultralytics", choices=NAMES,
-        help="trainer: ultralytics (default; the ultralytics package), yolov5 (classic ultralytics/yolov5 train.py), "
-        "or standin (a tiny conv net on your images: checks the data path and multi-process runs without a trainer; "
-        "it judges no accuracy)",
+        "--engine", default="ultralytics", type=engine_name, metavar="{" + ",".join(NAMES) + "}",
+        help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
     )
     parser.add_argument(
         "--yolov5-dir", default=None, metavar="PATH",

@@ -19,7 +19,7 @@ from speedopt.engines._base import (
     SplitLabels,
     TrainRun,
 )
-from speedopt.engines._common import ddp_rank
+from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, model_argument
 from speedopt.errors import UsageError
 
 _ENGINES = {
@@ -28,7 +28,7 @@ _ENGINES = {
     "standin": ("speedopt.engines.standin", "StandinEngine"),  # a tiny net: speedopt's own checks (DDP on CPU)
 }
 
-NAMES = tuple(_ENGINES)
+NAMES = ("ultralytics", "yolov5")  # the trainers a user picks; the stand-in is speedopt's own test double
 
 
 def get(name: str, yolov5_dir: str | None = None) -> Engine:
@@ -36,7 +36,7 @@ def get(name: str, yolov5_dir: str | None = None) -> Engine:
     try:
         module, cls = _ENGINES[name]
     except KeyError:
-        raise UsageError(f"unknown engine {name!r}; available: {', '.join(NAMES)}") from None
+        raise UsageError(f"unknown engine {name!r}; available: {', '.join(NAMES)}") from None  # the stand-in unlisted
     engine_class: type[Engine] = getattr(importlib.import_module(module), cls)
     if name == "yolov5":
         return engine_class(yolov5_dir)  # type: ignore[call-arg]
@@ -56,6 +56,8 @@ __all__ = [
     "ProbeScores",
     "SplitLabels",
     "TrainRun",
+    "PG_TIMEOUT_ENV",
     "ddp_rank",
     "get",
+    "model_argument",
 ]

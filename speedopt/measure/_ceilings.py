@@ -19,14 +19,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
+from speedopt.status import Status
 
 ATTR = "ceilings"  # the study user attr: {"data|<key>" or "compute|<key>": Ceiling.to_dict()}
-KINDS = ("data", "compute")
+CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
+KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
 COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
 _WHAT = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
@@ -35,14 +37,14 @@ Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
 
 
-def key_of(kind: str, knobs: Knobs) -> str:
+def key_of(kind: CeilingKind, knobs: Knobs) -> str:
     """The knobs a ``kind`` ceiling depends on, as text: ``workers=2 cache=ram imgsz=320 batch=16 data=original``."""
     names = DATA_KNOBS if kind == "data" else COMPUTE_KNOBS
     values = knobs.to_dict()
     return " ".join(f"{n}={values[n]}" for n in names)
 
 
-def ceiling_knobs(kind: str, knobs: Knobs) -> Knobs:
+def ceiling_knobs(kind: CeilingKind, knobs: Knobs) -> Knobs:
     """``knobs`` for a ``kind`` ceiling job: the knobs it does not depend on set to cheap neutral values, one GPU."""
     if kind == "data":
         model = MODEL_SCALES[0] if knobs.model in MODEL_SCALES else knobs.model  # the loader is the same for every scale
@@ -54,9 +56,9 @@ def ceiling_knobs(kind: str, knobs: Knobs) -> Knobs:
 class Ceiling:
     """One measured ceiling: images/s of the loader alone (``data``) or of the model alone (``compute``)."""
 
-    kind: str
+    kind: CeilingKind
     key: str
-    status: str  # the job's closed status (ok, oom, timeout, infeasible, error)
+    status: Status  # the job's closed status
     message: str
     images_per_s: float | None = None
     ci_rel: float | None = None  # the 90% CI half-width of its mean step time, relative
@@ -65,28 +67,29 @@ class Ceiling:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok" and self.images_per_s is not None
+        return self.status is Status.OK and self.images_per_s is not None
 
     def text(self) -> str:
         """``data ceiling 45.1 images/s (+/-3.2%, 20 steps; the train loader alone ...)``, or why it is missing."""
         if not self.ok:
-            return f"{self.kind} ceiling not measured ({self.status}: {self.message})"
+            return f"{self.kind} ceiling not measured ({self.status.value}: {self.message})"
         ci = f"+/-{100 * self.ci_rel:.1f}%, " if self.ci_rel is not None and self.ci_rel < 10 else ""
         return f"{self.kind} ceiling {self.images_per_s:.1f} images/s ({ci}{self.steps} steps; {_WHAT[self.kind]}: {self.key})"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "status": self.status.value}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ceiling:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{**values, "status": Status(values["status"])})
 
     @classmethod
-    def of(cls, kind: str, result: TrialResult) -> Ceiling:
+    def of(cls, kind: CeilingKind, result: TrialResult) -> Ceiling:
         """The ceiling a job measured, keyed by the knobs it ran (read back from the trainer)."""
         return cls(
-            kind, key_of(kind, result.config), result.status.value, result.message,
+            kind, key_of(kind, result.config), result.status, result.message,
             result.images_per_s if result.ok else None, result.ci_rel, result.steps, result.wall_s,
         )
 
@@ -140,7 +143,7 @@ def stored_ceilings(attr: Any) -> dict[str, Ceiling]:
     return out
 
 
-def measure_one(kind: str, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:
+def measure_one(kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:
     """Measure the ``kind`` ceiling of ``knobs``: its job prepared as a trial of :func:`ceiling_knobs`, then run."""
     wanted = ceiling_knobs(kind, knobs)
     request = prepare(wanted)

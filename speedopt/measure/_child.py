@@ -16,13 +16,13 @@ from typing import Any
 
 from speedopt import engines
 from speedopt.engines import Engine, ProbeRun, TrainRun
+from speedopt.isolation import PARENT_ENV, die_with
 from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
 from speedopt.measure._launch import AGENT_ENV
-from speedopt.measure._orphan import die_with
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._telemetry import Sampler
-from speedopt.measure._workdir import PARENT_ENV, result_name, write_json
+from speedopt.measure._workdir import result_name, write_json
 from speedopt.offline import forbid_network
 from speedopt.status import Status, status_of
 

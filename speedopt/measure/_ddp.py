@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from speedopt.isolation import shared_fds
 from speedopt.measure._launch import LaunchOptions, plan_launch, run_launch
-from speedopt.measure._leftovers import shared_fds
 from speedopt.measure._workdir import read_json, result_name
 from speedopt.status import Status
 

@@ -71,8 +71,8 @@ from typing import Any
 import psutil
 
 from speedopt.engines._common import PG_TIMEOUT_ENV
-from speedopt.measure._orphan import die_with
-from speedopt.measure._workdir import PARENT_ENV, log_tail, read_json
+from speedopt.isolation import PARENT_ENV, alive, die_with, log_tail, start, wait_until
+from speedopt.measure._workdir import read_json
 from speedopt.status import Status
 
 TIMEOUT_ENV = PG_TIMEOUT_ENV  # the process-group (collective) timeout, seconds, read by the ranks
@@ -251,25 +251,17 @@ def _run_once(plan: LaunchPlan, workdir: Path, deadline: float, grace_s: float, 
     started = time.monotonic()
     timed_out = stopped = False
     with open(workdir / opts.log, "ab") as log:
-        proc = subprocess.Popen(
-            guarded(plan.argv),
-            cwd=workdir,
-            env={**os.environ, **plan.env, **opts.env, PARENT_ENV: str(os.getpid())},
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own group: we kill it as one; a terminal's Ctrl-C reaches us only, and we end it
-            pass_fds=opts.pass_fds,
-        )
+        # its own group: we kill it as one; a terminal's Ctrl-C reaches us only, and we end it
+        proc = start(guarded(plan.argv), cwd=workdir, env={**os.environ, **plan.env, **opts.env, PARENT_ENV: str(os.getpid())},
+                     stdout=log, pass_fds=opts.pass_fds)
+
+    def ended() -> bool:
+        nonlocal stopped
+        stopped = proc.poll() is None and opts.poll is not None and opts.poll()
+        return stopped or proc.poll() is not None
+
     try:
-        while proc.poll() is None:
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            if opts.poll is not None and opts.poll():
-                stopped = True
-                break
-            time.sleep(0.1)
+        timed_out = wait_until(ended, deadline - time.monotonic(), every_s=0.1)
     finally:  # timeout, KeyboardInterrupt, any exception, or a normal end (workers that outlived a rank)
         left = kill_launch(plan.launch_id, proc, grace_s)
         _wait_port_free(plan.master_port, grace_s)
@@ -388,7 +380,7 @@ def sweep_launches(grace_s: float = 2.0) -> int:
     me = os.getpid()
     for process, env in _own_processes():
         starter = env.get(PARENT_ENV, "")
-        if env.get(LAUNCH_ENV) and starter.isdigit() and int(starter) != me and not psutil.pid_exists(int(starter)):
+        if env.get(LAUNCH_ENV) and starter.isdigit() and int(starter) != me and not alive(int(starter)):
             orphans.append(process)
     _signal_all(orphans, signal.SIGKILL, exclude_group=os.getpgid(0))
     deadline = time.monotonic() + grace_s  # polled, not psutil.wait_procs: that would reap a caller's own Popen children

@@ -12,6 +12,7 @@ from speedopt import defaults, machine
 from speedopt import knobs as knobs_mod
 from speedopt.data import Dataset, load
 from speedopt.engines import SplitLabels
+from speedopt.isolation import check_lock, manifest_dir
 from speedopt.knobs import Knobs
 from speedopt.measure._checks import (
     adjust_to_device,
@@ -23,8 +24,6 @@ from speedopt.measure._checks import (
     installed_engine,
     ram_cache_refusal,
 )
-from speedopt.measure._hostlock import check_lock
-from speedopt.measure._leftovers import manifest_dir
 from speedopt.offline import cache_dir
 
 

@@ -4,7 +4,7 @@ The trainer reads an existing ``.npy`` beside an image in *every* cache mode, so
 ``cache=disk`` trial adds would speed up later trials unfairly: they are removed afterwards (files the
 user already had are never touched). They are listed in a manifest outside the dataset before the
 trainer can write them, so a trial killed before its clean-up has them removed by the next start's
-sweep (:mod:`speedopt.measure._leftovers`).
+sweep (:mod:`speedopt.isolation._leftovers`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from typing import Any
 
 from speedopt import engines
 from speedopt.data import Dataset, load
+from speedopt.isolation import measuring, npy_manifest, recorded_npy, sweep
 from speedopt.knobs import Knobs
-from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import JobOutcome
-from speedopt.measure._leftovers import npy_manifest, recorded_npy, sweep
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
 from speedopt.measure._runner import Progress, run_job

@@ -1,6 +1,6 @@
 """The one job runner: every trial, probe and validation pass runs through :func:`run_job`.
 
-It sweeps what killed runs left (:func:`~speedopt.measure._leftovers.sweep`), takes the host lock,
+It sweeps what killed runs left (:func:`~speedopt.isolation._leftovers.sweep`), takes the host lock,
 starts the one child entry point (``python -m speedopt.measure._child``) in a private temporary
 folder (recorded with its owner, so a sweep removes it should this process be killed) and its own
 session, sharing this process's leases with it, polls its progress, kills the whole process group
@@ -11,11 +11,9 @@ out-of-memory killer), another signal, an exit code.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -23,17 +21,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from speedopt import engines
+from speedopt.isolation import (
+    PARENT_ENV,
+    kill_group,
+    log_tail,
+    measuring,
+    private_folder,
+    remove_private_folder,
+    shared_fds,
+    start,
+    sweep,
+    wait_until,
+)
 from speedopt.measure._ddp import merge_ranks, run_ranks
-from speedopt.measure._hostlock import measuring
 from speedopt.measure._jobs import Job, JobOutcome, job_to_json
 from speedopt.measure._launch import sweep_launches
-from speedopt.measure._leftovers import private_folder, remove_private_folder, shared_fds, sweep
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._warm import WarmWorker, current
-from speedopt.measure._workdir import PARENT_ENV, log_tail, read_json
+from speedopt.measure._workdir import read_json
 from speedopt.status import Status
 
 CHILD = "speedopt.measure._child"
@@ -141,20 +147,17 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
 def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]) -> tuple[bool, int | None]:
     """The child as one process in its own session; (timed out, exit code). Nothing of it runs after."""
     with open(workdir / "child.log", "wb") as log:
-        proc = subprocess.Popen(
+        proc = start(
             [sys.executable, "-m", CHILD, str(workdir)],
             cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
             env={**os.environ, **env, PARENT_ENV: str(os.getpid())},
-            stdin=subprocess.DEVNULL,
             stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: a timeout kills its workers too
             pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
         )
     try:
-        timed_out = _wait(proc, timeout_s, forward)
+        timed_out = wait_until(lambda: proc.poll() is not None, timeout_s, forward)
     finally:
-        _kill_group(proc)  # on timeout, interrupt, or workers that outlived the child
+        kill_group(proc.pid, proc)  # on timeout, interrupt, or workers that outlived the child
     return timed_out, proc.returncode
 
 
@@ -173,13 +176,10 @@ def _run_forked(
             forward()
             ended, code = warm.exit_code(0.2)
     finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)  # on timeout, interrupt, or workers that outlived the child
+        kill_group(pid, grace_s=0.0)  # on timeout, interrupt, or workers that outlived the child
         if not ended:
             ended, code = warm.exit_code(10.0)
-        deadline = time.monotonic() + 10.0
-        while _group_running(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        kill_group(pid)  # waits until none of its group runs
     return timed_out, code
 
 
@@ -212,43 +212,3 @@ def _temp_inside(workdir: Path) -> dict[str, str]:
         tmp.mkdir()
         env["TMPDIR"] = str(tmp)
     return env
-
-
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float, forward: Callable[[], None]) -> bool:
-    """Poll until the child exits (False) or the timeout passes (True), forwarding progress."""
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            return True
-        forward()
-        time.sleep(0.2)
-    return False
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """SIGKILL the child's whole process group and wait until none of it runs any more.
-
-    A killed process with a large address space (a trainer with a RAM cache) takes a while to tear
-    down; waiting here means nothing of this job is left running when the next one is measured.
-    """
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(Exception):
-        proc.wait(timeout=grace_s)
-    deadline = time.monotonic() + grace_s
-    while _group_running(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies, waiting to be reaped, do not count)."""
-    for process in psutil.process_iter(["status"]):
-        with contextlib.suppress(psutil.Error, OSError):
-            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) == pgid:
-                return True
-    return False
-
-
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """Public name of :func:`_kill_group`, for other runners of a child in its own session (``speedopt verify``)."""
-    _kill_group(proc, grace_s)

@@ -20,8 +20,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from speedopt.isolation import die_with
 from speedopt.measure._launch import AGENT_ENV, TIMEOUT_ENV
-from speedopt.measure._orphan import die_with
 
 DEFAULT_TIMEOUT_S = 1800.0  # torch's default for gloo, when no timeout is passed
 

@@ -12,7 +12,7 @@ patches and builds its trainer in its own child, as a cold one does. ``benchmark
 measures a config cold and warm side by side.
 
 Dying: the worker watches the process that started it, and each forked child watches the worker
-(:func:`speedopt.measure._orphan.die_with`), so a SIGKILLed search leaves neither. Multi-GPU jobs run
+(:func:`speedopt.isolation._orphan.die_with`), so a SIGKILLed search leaves neither. Multi-GPU jobs run
 cold (``torch.distributed.run`` starts the ranks). The worker in use is a context variable set by
 :func:`warm_worker` (:func:`current`); with none, or one for another engine, jobs run cold.
 """
@@ -24,7 +24,6 @@ import contextvars
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -33,7 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speedopt.measure._workdir import PARENT_ENV
+from speedopt.isolation import PARENT_ENV, kill_group
+from speedopt.isolation import start as start_process
 
 _CURRENT: contextvars.ContextVar[WarmWorker | None] = contextvars.ContextVar("speedopt_warm_worker", default=None)
 _MAX_MESSAGE = 1 << 16
@@ -87,10 +87,7 @@ class WarmWorker:
             self.sock.close()
         with contextlib.suppress(Exception):
             self.process.wait(timeout=5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=5)
+        kill_group(self.process.pid, self.process, grace_s=5.0)  # to be sure
 
 
 def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: float = 120.0) -> WarmWorker:
@@ -98,10 +95,8 @@ def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: f
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     started = time.monotonic()
     args = [sys.executable, "-m", "speedopt.measure._warm", str(theirs.fileno()), engine, yolov5_dir or ""]
-    process = subprocess.Popen(
-        args, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, pass_fds=(theirs.fileno(),),
-    )
+    process = start_process(args, cwd=None, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stderr=subprocess.PIPE,
+                    pass_fds=(theirs.fileno(),))
     theirs.close()
     worker = WarmWorker(engine, yolov5_dir, dict(env), process, ours, 0.0)
     try:
@@ -200,7 +195,7 @@ def _become_job(sock: socket.socket, request: dict[str, object], fds: list[int])
 
 def _main(argv: list[str]) -> int:
     fd, engine_name, yolov5_dir = int(argv[0]), argv[1], argv[2] or None
-    from speedopt.measure._orphan import die_with
+    from speedopt.isolation import die_with
 
     die_with(int(os.environ[PARENT_ENV]))
     from speedopt import engines

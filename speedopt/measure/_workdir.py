@@ -1,7 +1,7 @@
 """What a job's runner and its child process exchange through the child's work folder.
 
-The runner writes ``request.json`` and passes its own pid (:data:`PARENT_ENV`, which the child
-watches); the child writes ``progress.json`` as it goes and ``result.json`` at the end (under DDP,
+The runner writes ``request.json`` and passes its own pid (:data:`speedopt.isolation.PARENT_ENV`, which the
+child watches); the child writes ``progress.json`` as it goes and ``result.json`` at the end (under DDP,
 rank R > 0 writes ``result.rank<R>.json``: :func:`result_name`). Every file is written atomically,
 so a reader never sees half of one; the child's output goes to a log whose tail explains a failure.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-
-PARENT_ENV = "SPEEDOPT_PARENT_PID"  # the runner's pid, which the child watches (see _child._die_with_parent)
 
 
 def result_name(rank: int) -> str:
@@ -34,13 +32,3 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
-
-
-def log_tail(log: Path, lines: int = 15) -> str:
-    """The last ``lines`` non-empty lines of a child's log (a progress bar's final state, not its redraws)."""
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return ""
-    rows = [r.split("\r")[-1].rstrip() for r in text.split("\n")]
-    return "\n".join([r for r in rows if r][-lines:])

@@ -35,8 +35,7 @@ import yaml
 
 from speedopt import engines
 from speedopt.errors import UsageError
-from speedopt.measure._runner import kill_group
-from speedopt.measure._workdir import log_tail
+from speedopt.isolation import kill_group, log_tail, start
 from speedopt.offline import cache_dir, place_font
 from speedopt.reporting._recommend import Recommendation
 from speedopt.status import Status
@@ -230,15 +229,9 @@ def run_trainer(launch: Launch, cwd: Path, env: dict[str, str], epochs: int, tim
     timed_out = False
     started = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            launch.argv,
-            cwd=cwd,  # stray relative writes land here; a checkout's git status check finds no .git
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: a timeout or Ctrl-C kills its workers too
-        )
+        # its own session: a timeout or Ctrl-C kills its workers too; stray relative writes land in cwd,
+        # where a checkout's git status check finds no .git
+        proc = start(launch.argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
         assert proc.stdout is not None
         reader = threading.Thread(target=_pump, args=(proc.stdout, log, marks), daemon=True)
         reader.start()
@@ -265,7 +258,7 @@ def run_trainer(launch: Launch, cwd: Path, env: dict[str, str], epochs: int, tim
                     break
                 time.sleep(POLL_S)
         finally:
-            kill_group(proc)  # on timeout, interrupt, or workers that outlived the trainer
+            kill_group(proc.pid, proc)  # on timeout, interrupt, or workers that outlived the trainer
             reader.join(timeout=5.0)
     return Seen(
         rows=rows,

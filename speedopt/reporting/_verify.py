@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
-from speedopt.measure import ValidationTime, measuring, private_folder
+from speedopt.isolation import measuring, private_folder
+from speedopt.measure import ValidationTime
 from speedopt.reporting._projection import validation_time
 from speedopt.reporting._recommend import Recommendation, recommend
 from speedopt.reporting._trainer_run import (

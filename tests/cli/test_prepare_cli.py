@@ -171,7 +171,7 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_half_written_file(tmp_path):
     assert child.returncode == 130 and "interrupted" in stderr and "Traceback" not in stderr, stderr
     _, alive = psutil.wait_procs(workers, timeout=30)  # a hang guard only
     assert workers
-    assert not alive
+    assert not alive, [(p.pid, p.cmdline()) for p in alive if p.is_running()]
     for image in _final_images(out):
         assert cv2.imread(str(image), cv2.IMREAD_COLOR) is not None, image
     assert not (out / data.MANIFEST).exists()

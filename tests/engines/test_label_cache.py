@@ -18,6 +18,7 @@ import pytest
 from speedopt import data as demo_data
 from speedopt import engines, measure
 from speedopt.knobs import Knobs
+from speedopt.measure._jobs import LabelsJob
 from speedopt.offline import cache_dir
 from speedopt.status import Status
 
@@ -78,7 +79,7 @@ def test_subset_trials_read_the_built_label_cache_and_never_rewrite_it(engine, t
     _installed(engine)
     data = demo_data.generate(tmp_path / "set", demo_data.DemoSpec(train=16, val=4, width=160, height=120))
     labels = data.parent / "labels"
-    job = measure.LabelsJob(engine, None, str(data), 300.0, str(cache_dir()))
+    job = LabelsJob(engine, None, str(data), 300.0, str(cache_dir()))
     built = measure.run_job(job, "test")
     assert built.status is Status.OK, (built.message, built.log_tail)
     build = built.labels()

@@ -25,8 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from speedopt.measure._hostlock import LOCK_ENV
-from speedopt.measure._leftovers import STATE_ENV
+from speedopt.isolation import LOCK_ENV, STATE_ENV
 from tests.faults.conftest import Faults, freeze, one_line_error, tree
 
 # Tiny trials: 64 px, batch 4, CPU. LONG measures long enough (60 steps) to be caught while measuring.

@@ -14,7 +14,8 @@ import pytest
 
 from speedopt import data
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, ceiling_knobs, key_of, measure_ceilings, stored_ceilings
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings, stored_ceilings
+from speedopt.measure._ceilings import ceiling_knobs
 from speedopt.status import Status
 from tests.conftest import run_cli
 
@@ -22,7 +23,7 @@ KNOBS = Knobs(model="yolov5s", imgsz=320, batch=16, workers=4, cache="ram", amp=
 
 
 def _ok(kind: str, speed: float) -> Ceiling:
-    return Ceiling(kind, "k", "ok", "", speed, 0.02, 10, 5.0)
+    return Ceiling(kind, "k", Status.OK, "", speed, 0.02, 10, 5.0)
 
 
 def test_keys_hold_only_the_knobs_each_ceiling_depends_on():
@@ -50,7 +51,7 @@ def test_bound_binding_and_share():
     assert found.share(54.0) == pytest.approx(0.9)
     assert any("compute ceiling binds" in line for line in found.lines(54.0))
     assert Ceilings(_ok("data", 20.0), _ok("compute", 60.0)).binding == "data"
-    failed = Ceilings(_ok("data", 300.0), Ceiling("compute", "k", "oom", "out of memory"))
+    failed = Ceilings(_ok("data", 300.0), Ceiling("compute", "k", Status.OOM, "out of memory"))
     assert failed.bound is None and failed.binding is None and failed.share(50.0) is None
     assert "not measured (oom: out of memory)" in failed.compute.text()
 
@@ -75,7 +76,7 @@ def test_measure_ceilings_reuses_ok_ones_and_remeasures_failed_ones():
 
     known = {
         f"data|{key_of('data', knobs)}": _ok("data", 300.0),
-        f"compute|{key_of('compute', knobs)}": Ceiling("compute", key_of("compute", knobs), "timeout", "slow"),
+        f"compute|{key_of('compute', knobs)}": Ceiling("compute", key_of("compute", knobs), Status.TIMEOUT, "slow"),
     }
     saved = {}
     found = measure_ceilings(knobs, prepare, run, known, lambda name, c: saved.setdefault(name, c))

@@ -7,12 +7,13 @@ import pytest
 
 from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
 from speedopt.search._stop import reached
+from speedopt.status import Status
 from speedopt.study import CEILINGS_FOR_ATTR, stored_ranking
 from tests.conftest import run_cli
 
 
 def _ok(kind: str, speed: float) -> Ceiling:
-    return Ceiling(kind, "k", "ok", "", speed, 0.02, 10, 5.0)
+    return Ceiling(kind, "k", Status.OK, "", speed, 0.02, 10, 5.0)
 
 
 def test_reached_needs_the_share_both_ceilings_and_no_knob_that_moves_the_binding_one():

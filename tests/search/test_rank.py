@@ -10,6 +10,7 @@ from speedopt.measure import CEILINGS_ATTR, Ceiling, stored_ceilings
 from speedopt.measure._ceilings import key_of
 from speedopt.search import _rank as rank
 from speedopt.search._stop import hopeless, space_reached
+from speedopt.status import Status
 from speedopt.study import Domain, Ranking, Space
 from tests.conftest import run_cli
 
@@ -28,7 +29,7 @@ def _known(data: dict[tuple[int, str], float], compute: dict[str, float], grid: 
     for k in grid:
         for kind, speed in (("data", data[(k.workers, k.cache)]), ("compute", compute[k.model])):
             key = key_of(kind, k)
-            known[f"{kind}|{key}"] = Ceiling(kind, key, "ok", "", speed, 0.02, 10, 3.0)
+            known[f"{kind}|{key}"] = Ceiling(kind, key, Status.OK, "", speed, 0.02, 10, 3.0)
     return known
 
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from speedopt.measure._private import NOFOLLOW, owned_dir
+from speedopt.isolation._private import NOFOLLOW, owned_dir
 from speedopt.offline import cache_dir
 
 STATE_ENV = "SPEEDOPT_STATE_DIR"

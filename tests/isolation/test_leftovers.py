@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from speedopt.errors import UsageError
-from speedopt.measure import _leftovers as leftovers
+from speedopt.isolation import _leftovers as leftovers
 from speedopt.measure import no_new_npy
 
 
@@ -45,7 +45,7 @@ def _kill(proc: subprocess.Popen) -> None:
 def test_a_private_folder_is_swept_only_once_its_owner_is_dead(private):
     tmp, state = private
     env = {"TMPDIR": str(tmp), leftovers.STATE_ENV: str(state)}
-    owner = _holder("from speedopt.measure import private_folder\nprivate_folder()\nprint('ready', flush=True)", env)
+    owner = _holder("from speedopt.isolation import private_folder\nprivate_folder()\nprint('ready', flush=True)", env)
     folders = [p for p in tmp.iterdir() if p.name.startswith("speedopt-")]
     assert len(folders) == 1 and json.loads((folders[0] / "owner.json").read_text())["pid"] == owner.pid
     assert leftovers.sweep() == (0, 0) and folders[0].exists()  # alive: never removed

@@ -5,7 +5,7 @@ each other's numbers. The lock is an ``flock`` on a file: the kernel releases it
 dies, even by SIGKILL, so a crashed search never blocks the next one.
 
 The file lives in a folder of the user's own in the system temp folder (``speedopt-lock-<uid>``,
-mode 0700, checked by :func:`~speedopt.measure._private.owned_dir`) and is opened without following
+mode 0700, checked by :func:`~speedopt.isolation._private.owned_dir`) and is opened without following
 links: in the shared temp folder another local user could otherwise plant a link at the lock's path
 and make speedopt overwrite the link's target. The price: the lock serialises one user's trials;
 two users measuring on one host at once are not kept apart (a lock that other users could create
@@ -30,9 +30,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
-
-from speedopt.measure._private import open_private, owned_dir
+from speedopt.isolation._private import open_private, owned_dir
+from speedopt.isolation._process import alive
 
 LOCK_ENV = "SPEEDOPT_HOST_LOCK"
 _FIX = f"set {LOCK_ENV} to a lock file of yours"
@@ -61,11 +60,6 @@ def check_lock() -> Path:
     return lock_path()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError):
-        return False
 
 
 def _recorded(fd: int) -> tuple[int | None, str]:
@@ -87,7 +81,7 @@ def holder_text(fd: int, settle_s: float = 0.5) -> str:
     deadline = time.monotonic() + settle_s
     while True:
         pid, study = _recorded(fd)
-        if pid is not None and _alive(pid):
+        if pid is not None and alive(pid):
             return f"held by pid {pid} (study {study})"
         if time.monotonic() >= deadline:
             break

@@ -15,6 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 
+PARENT_ENV = "SPEEDOPT_PARENT_PID"  # the starter's pid, which a job watches (given, not read from getppid: see above)
+
 
 def die_with(parent: int, before: Callable[[], None] | None = None, interval_s: float = 0.5, name: str = "speedopt-parent-watch") -> None:
     """Start a daemon thread that kills this process group once ``parent`` is no longer our parent."""

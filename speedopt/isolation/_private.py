@@ -1,7 +1,7 @@
 """Folders and files only this user writes: checked before speedopt writes into them.
 
 speedopt keeps a little state outside the user's data: the host lock (in the system temp folder) and
-the records of what a running trial may leave behind (:mod:`speedopt.measure._leftovers`). In a
+the records of what a running trial may leave behind (:mod:`speedopt.isolation._leftovers`). In a
 folder every local user can write to, another user could plant a symbolic link where speedopt will
 write, and speedopt would overwrite whatever the link points at. So each such folder must be a real
 folder (not a link) owned by the current user and closed to others (mode 0700), and files in it

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from speedopt.errors import UsageError
-from speedopt.measure import _hostlock as hostlock
+from speedopt.isolation import _hostlock as hostlock
 from tests.conftest import TINY, run_cli
 
 
@@ -19,7 +19,7 @@ def _holder(seconds: float) -> subprocess.Popen:
     code = textwrap.dedent(
         f"""
         import time
-        from speedopt.measure import measuring
+        from speedopt.isolation import measuring
         with measuring("holder-study"):
             print("held", flush=True)
             time.sleep({seconds})

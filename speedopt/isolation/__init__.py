@@ -1,0 +1,47 @@
+"""Processes: one way to start a job, end it, tell whether it lives, wait with a deadline, read its log.
+
+Every job speedopt starts (trials, probes, validation timing, ``verify``'s trainer, the warm worker,
+DDP launches) goes through :func:`start` and ends through :func:`kill_group`; each started job dies
+with its starter (:func:`die_with`, :data:`PARENT_ENV`). Around that: the host lock (:func:`measuring`),
+so no two jobs on one host are measured at once, and the leases of what a killed run leaves behind
+(:func:`private_folder`, :func:`sweep`). Nothing here knows what a job measures.
+"""
+
+from speedopt.isolation._hostlock import LOCK_ENV, check_lock, lock_path, measuring
+from speedopt.isolation._leftovers import (
+    STATE_ENV,
+    manifest_dir,
+    npy_manifest,
+    private_folder,
+    recorded_npy,
+    remove_private_folder,
+    shared_fds,
+    state_dir,
+    sweep,
+)
+from speedopt.isolation._orphan import PARENT_ENV, die_with
+from speedopt.isolation._process import alive, group_running, kill_group, log_tail, start, wait_until
+
+__all__ = [
+    "start",
+    "wait_until",
+    "kill_group",
+    "group_running",
+    "alive",
+    "log_tail",
+    "die_with",
+    "PARENT_ENV",
+    "measuring",
+    "check_lock",
+    "lock_path",
+    "LOCK_ENV",
+    "private_folder",
+    "remove_private_folder",
+    "shared_fds",
+    "manifest_dir",
+    "npy_manifest",
+    "recorded_npy",
+    "state_dir",
+    "sweep",
+    "STATE_ENV",
+]
