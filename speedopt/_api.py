@@ -44,7 +44,7 @@ def trial(
     holds the host measurement lock (a search's trial: a trial never measures beside one). The
     result's ``status`` says how it ended.
     """
-    request = measure.prepare(
+    request = measure.make_request(
         data, knobs or Knobs(), device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
         max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
     )
@@ -85,7 +85,7 @@ def ceilings(
     notes: set[str] = set()
 
     def prepare(asked: Knobs) -> measure.TrialRequest | TrialResult:
-        request = measure.prepare(
+        request = measure.make_request(
             data, asked, device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
             max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
         )

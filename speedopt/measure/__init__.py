@@ -1,13 +1,13 @@
 """Measuring: one trial, probe or validation pass, isolated in its own process.
 
-:func:`prepare` checks a trial and decides how it runs here; :func:`run_trial` measures it through
+:func:`make_request` checks a trial and decides how it runs here; :func:`run_trial` measures it through
 :func:`run_job`, the one job runner (host lock, child process, timeout, status). The child side is
 :mod:`speedopt.measure._child`; the step clock and telemetry run inside it. :func:`build_label_caches`
 builds the trainer's label caches once per study, so trials take their labels from them.
 """
 
 from speedopt.measure._ceilings import ATTR as CEILINGS_ATTR
-from speedopt.measure._ceilings import Ceiling, Ceilings, key_of, measure_ceilings, stored_ceilings
+from speedopt.measure._ceilings import KNOBS_OF, Ceiling, Ceilings, key_of, measure_ceilings, stored_ceilings
 from speedopt.measure._checks import (
     adjust_to_device,
     check_gpus,
@@ -23,7 +23,7 @@ from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import JobOutcome, ProbeJob, ValidateJob, ValidationTime
 from speedopt.measure._labels import ATTR as LABELS_ATTR
 from speedopt.measure._labels import MULTI_GPU_NOTE, LabelCaches, build_label_caches
-from speedopt.measure._request import TrialRequest, prepare
+from speedopt.measure._request import TrialRequest, make_request
 from speedopt.measure._result import TrialResult
 from speedopt.measure._run import no_new_npy, run_trial, unmeasured
 from speedopt.measure._runner import Progress, phase_text, run_job
@@ -33,6 +33,7 @@ __all__ = [
     "CEILINGS_ATTR",
     "Ceiling",
     "Ceilings",
+    "KNOBS_OF",
     "key_of",
     "measure_ceilings",
     "stored_ceilings",
@@ -55,7 +56,7 @@ __all__ = [
     "installed_engine",
     "phase_text",
     "positive",
-    "prepare",
+    "make_request",
     "ram_available",
     "ram_cache_need",
     "ram_limit_bytes",

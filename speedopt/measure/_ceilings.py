@@ -31,6 +31,7 @@ CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
 COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
+KNOBS_OF: dict[str, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
 _WHAT = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
 
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]

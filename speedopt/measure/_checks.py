@@ -1,4 +1,4 @@
-"""Input checks shared by one trial (:func:`prepare`) and a whole search (:func:`speedopt.study.plan`).
+"""Input checks shared by one trial (:func:`make_request`) and a whole search (:func:`speedopt.search.plan`).
 
 Each raises :class:`~speedopt.errors.UsageError` with one line naming the bad value and the fix, so
 bad input never reaches a child process or a storage.

@@ -70,7 +70,7 @@ from typing import Any
 
 import psutil
 
-from speedopt.engines._common import PG_TIMEOUT_ENV
+from speedopt.engines import PG_TIMEOUT_ENV
 from speedopt.isolation import PARENT_ENV, alive, die_with, log_tail, start, wait_until
 from speedopt.measure._workdir import read_json
 from speedopt.status import Status

@@ -1,4 +1,4 @@
-"""One trial, checked and decided before anything runs: :func:`prepare` -> :class:`TrialRequest`."""
+"""One trial, checked and decided before anything runs: :func:`make_request` -> :class:`TrialRequest`."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class TrialRequest:
         return json.dumps(dataclasses.asdict(self))
 
 
-def prepare(
+def make_request(
     data: str | Dataset,
     requested: Knobs,
     device: str | None = None,

@@ -50,7 +50,7 @@ class TrialResult:
     image_long_side: int | None = None  # and their mean long side (pixels, decoded size)
     predicted_peak_mb: float | None = None  # before running: GPU memory (on a GPU) or RAM (cache=ram on the CPU)
     predicted_kind: str | None = None  # "gpu": compare with peak_gpu_mem_mb; "ram": with peak_ram_mb
-    predicted_basis: str = ""  # the line it came from (measure._memory.MemoryFit)
+    predicted_basis: str = ""  # the line it came from (search._memory_model.MemoryFit)
     network_blocked: tuple[str, ...] = ()
     measure_started_at: float | None = None  # epoch seconds: the measurement held the host lock from here
     measure_ended_at: float | None = None

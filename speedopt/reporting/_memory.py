@@ -1,4 +1,4 @@
-"""Predicted against measured peak memory in a report (see :mod:`speedopt.measure._memory`)."""
+"""Predicted against measured peak memory in a report (see :mod:`speedopt.search._memory_model`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Predicting a trial's peak memory before it runs, in the search loop (see :mod:`speedopt.measure._memory`).
+"""Predicting a trial's peak memory before it runs, in the search loop (see :mod:`speedopt.search._memory_model`).
 
-The study keeps one fit per memory signature in its user attrs (:data:`~speedopt.measure._memory.ATTR`),
+The study keeps one fit per memory signature in its user attrs (:data:`~speedopt.search._memory_model.ATTR`),
 so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two
 short trials of the real trainer (not study trials). A fit that cannot be measured (a fitting trial
 ended oom or error) leaves the trial unpredicted: it runs, and its own status says what happened.
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt.data import Dataset
-from speedopt.measure import TrialRequest, TrialResult, prepare, ram_available, run_trial, unmeasured
-from speedopt.measure import _memory as memory
+from speedopt.measure import TrialRequest, TrialResult, make_request, ram_available, run_trial, unmeasured
+from speedopt.search import _memory_model as memory
 from speedopt.status import Status
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, 
     say(f"memory: fitting {key} at batch {batches[0]} and {batches[1]} (two short trials)")
     for batch in batches:
         knobs = memory.fit_knobs(request.knobs, request.device, batch)
-        fit_request = prepare(
+        fit_request = make_request(
             listing, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=memory.FIT_STEPS, warmup=1,
             timeout_s=p.trial_timeout_s, max_steps=memory.FIT_STEPS, label_caches=request.label_caches,
         )

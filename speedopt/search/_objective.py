@@ -22,7 +22,7 @@ from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, prepare, run_trial
+from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
 from speedopt.search._plan import SearchPlan
@@ -100,7 +100,7 @@ def request_for(plan: SearchPlan, knobs: Knobs, inputs: Inputs) -> TrialRequest 
     p = plan.protocol
     try:
         yaml = p.data_yaml(knobs)  # data=resized: the prepared copy at the knobs' imgsz
-        return prepare(
+        return make_request(
             inputs.listing(yaml), knobs, device=p.device, engine=p.engine,
             yolov5_dir=p.yolov5_dir, steps=p.steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed,
             ram_limit_bytes=p.ram_limit_bytes, max_steps=p.max_steps, label_caches=inputs.labels.for_data(yaml),

@@ -25,8 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult
-from speedopt.measure._ceilings import COMPUTE_KNOBS, DATA_KNOBS
+from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialRequest, TrialResult
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -196,7 +195,7 @@ def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: It
     share = ceilings.share(images_per_s)
     if not stop_at or share is None or share < stop_at or ceilings.binding is None:
         return None
-    movers = sorted(set(sampled) & set(DATA_KNOBS if ceilings.binding == "data" else COMPUTE_KNOBS))
+    movers = sorted(set(sampled) & set(KNOBS_OF["data" if ceilings.binding == "data" else "compute"]))
     if movers:  # another value of these may raise the binding ceiling itself
         return None
     return (
@@ -234,7 +233,7 @@ def stop_at_ceiling(
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
             _stop(study, why)
             return
-        if (sampled & set(DATA_KNOBS) and sampled & set(COMPUTE_KNOBS)) or "gpus" in sampled:
+        if (sampled & set(KNOBS_OF["data"]) and sampled & set(KNOBS_OF["compute"])) or "gpus" in sampled:
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = ceilings_of(best.config)

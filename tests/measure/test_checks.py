@@ -54,8 +54,8 @@ def read_only(tmp_path):
 def test_disk_cache_on_a_folder_that_cannot_be_written_is_infeasible_before_it_runs(tmp_path, read_only):
     yaml = demo_data.generate(tmp_path / "shapes", demo_data.DemoSpec(train=8, val=2, width=64, height=48, seed=1))
     knobs = Knobs(model="yolov5n", imgsz=64, batch=4, workers=0, cache="disk")
-    assert measure.prepare(str(yaml), knobs, device="cpu", steps=2, warmup=1).infeasible is None
+    assert measure.make_request(str(yaml), knobs, device="cpu", steps=2, warmup=1).infeasible is None
     read_only(yaml.parent / "images" / "val")
-    request = measure.prepare(str(yaml), knobs, device="cpu", steps=2, warmup=1)
+    request = measure.make_request(str(yaml), knobs, device="cpu", steps=2, warmup=1)
     assert "not writable" in request.infeasible and str(yaml.parent / "images" / "val") in request.infeasible
-    assert measure.prepare(str(yaml), Knobs(**{**knobs.to_dict(), "cache": "none"}), device="cpu", steps=2, warmup=1).infeasible is None
+    assert measure.make_request(str(yaml), Knobs(**{**knobs.to_dict(), "cache": "none"}), device="cpu", steps=2, warmup=1).infeasible is None

@@ -18,7 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult, prepare, run_trial
+from speedopt.measure import TrialResult, make_request, run_trial
 from speedopt.search._stop import BestMargin, pruned_text
 from speedopt.status import Status
 
@@ -68,7 +68,7 @@ def _our_children() -> list[psutil.Process]:
 
 @pytest.mark.slow
 def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
-    request = prepare(str(demo_yaml), KNOBS, device="cpu", steps=6, warmup=1)
+    request = make_request(str(demo_yaml), KNOBS, device="cpu", steps=6, warmup=1)
     seen = []
 
     def prune_at_first_step(update: dict) -> None:

@@ -4,7 +4,7 @@ import pytest
 
 from speedopt.data import load
 from speedopt.knobs import Knobs
-from speedopt.measure import _memory as memory
+from speedopt.search import _memory_model as memory
 
 
 def _fit(kind: str = "gpu") -> memory.MemoryFit:
