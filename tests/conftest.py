@@ -18,12 +18,23 @@ def pytest_configure(config: pytest.Config) -> None:
     search running on this host is neither blocked by the tests nor able to block them."""
     import tempfile
 
-    if LOCK_ENV not in os.environ:
-        os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix="speedopt-test-lock-")) / "measure.lock")
-    if STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
-        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix="speedopt-test-state-")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # under pytest-xdist: each worker measures on its own
+    if worker or LOCK_ENV not in os.environ:
+        os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix=f"speedopt-test-lock-{worker or ''}")) / "measure.lock")
+    if worker or STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
+        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix=f"speedopt-test-state-{worker or ''}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that read the one shared search run on one pytest-xdist worker (``--dist loadgroup``), so the
+    search is made once per run, not once per worker."""
+    for item in items:
+        if "small_study" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("small_study"))
 
 _CURRENT: pytest.Item | None = None
+#: Commands that start trainer jobs: in a slow test they run through the real entry point.
+TRAINS = frozenset({"search", "worker", "trial", "ceilings", "verify", "prepare"})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -59,11 +70,13 @@ def run_cli(
     the working folder, the environment, ``TMPDIR`` and the signal handlers set for the call and put back
     after it: refusals and error lines cost milliseconds, not a new Python. ``process=True`` starts the
     real entry point in a subprocess, as a user would: for a test about the process itself (signals,
-    exit on a parent's death, what the entry point imports). A ``slow`` test (it starts a trainer) runs
-    it in a subprocess unless told otherwise: its time is the trainer's, and it proves the entry point.
+    exit on a parent's death, what the entry point imports). In a ``slow`` test a command that trains
+    (:data:`TRAINS`) runs in a subprocess unless told otherwise: its time is the trainer's, and it proves
+    the entry point; one that only reads a study (report, best, export, ...) runs in-process.
     """
     if process is None:
-        process = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
+        slow = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
+        process = slow and bool(args) and args[0] in TRAINS
     if process:
         return run_process(*args, cwd=cwd, timeout=timeout, env=env)
     return run_in_process(*args, cwd=cwd, env=env)

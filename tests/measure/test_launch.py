@@ -185,11 +185,12 @@ def test_sweep_kills_what_a_launch_left_when_its_starter_is_gone(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that no longer runs
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-    orphan = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: "leftover", PARENT_ENV: str(gone.pid)}, start_new_session=True)
-    kept = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: "running", PARENT_ENV: str(os.getpid())}, start_new_session=True)
+    ids = {name: f"{name}-{os.getpid()}-{time.monotonic_ns()}" for name in ("leftover", "running")}  # this test's alone
+    orphan = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: ids["leftover"], PARENT_ENV: str(gone.pid)}, start_new_session=True)
+    kept = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: ids["running"], PARENT_ENV: str(os.getpid())}, start_new_session=True)
     try:
-        assert _until(lambda: len(launch_processes("leftover")) == 1 and len(launch_processes("running")) == 1, 10)
-        assert sweep_launches() == 1
+        assert _until(lambda: len(launch_processes(ids["leftover"])) == 1 and len(launch_processes(ids["running"])) == 1, 10)
+        assert sweep_launches() >= 1  # ours, and any another test run on this host left
         assert orphan.wait(timeout=5) == -signal.SIGKILL  # left for its parent to reap
         assert kept.poll() is None
     finally:
