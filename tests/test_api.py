@@ -7,6 +7,7 @@ from optuna.trial import TrialState, create_trial
 import speedopt
 from speedopt import command
 from speedopt.search import SearchConfig, plan
+from speedopt.status import Status
 from speedopt.study import Finals, Repeat
 
 
@@ -41,7 +42,7 @@ def test_best_reads_a_stored_study(demo_yaml, tmp_path):
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs={**attrs, "role": role}))
     rec = speedopt.best(storage=url)
     assert rec.trial.number == 1 and rec.speedup is None and "no speedup claimed" in rec.verdict  # no finals
-    rounds = [Repeat(r, t, "ok", ips) for r in range(2) for t, ips in ((0, 10.0), (1, 29.0 + 2 * r))]
+    rounds = [Repeat(r, t, Status.OK, ips) for r in range(2) for t, ips in ((0, 10.0), (1, 29.0 + 2 * r))]
     study.set_user_attr("finals", Finals((0, 1), 2, tuple(rounds)).to_attr())
     rec = speedopt.best(storage=url)
     assert rec.trial.number == 1 and rec.speedup.median == pytest.approx(3.0) and rec.speedup.low == pytest.approx(2.9)

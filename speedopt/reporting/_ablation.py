@@ -93,7 +93,7 @@ def _order(ablation: Ablation) -> list[str]:
         where = "after " + ", ".join(ablation.change(k).text() for k in applied) if applied else "from the baseline"
         tried = [
             f"{ablation.change(p.knob).text()} {p.images_per_s:.2f} images/s" if p.images_per_s is not None
-            else f"{ablation.change(p.knob).text()} {p.status}{': ' + p.message if p.message else ''}"
+            else f"{ablation.change(p.knob).text()} {p.outcome}{': ' + p.message if p.message else ''}"
             for p in ablation.probes if p.applied == applied
         ]
         lines.append(f"- {where}: " + "; ".join(t.replace("|", "/") for t in tried))

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 #: The most changed knobs ordered by gain (5 would take 14 ordering measurements); beyond, knob order.
 MAX_ORDERED = 4
-NOT_RUN = "not run"  # an ordering candidate refused before it ran (the reason is its message)
 
 
 def planned(base: TrialRecord, rec: TrialRecord, repeats: int, min_gain: float = 0.0) -> Ablation:
@@ -76,13 +75,13 @@ def _fastest(
         knobs = ablation.knobs([*applied, knob])
         why = check(knobs)
         if why is not None:
-            probe = Probe(tuple(applied), knob, NOT_RUN, None, why)
+            probe = Probe(tuple(applied), knob, None, None, why)
         else:
             label = _label(ablation, applied, knob)
             started(label, knobs)
             result = measure(knobs)
             finished(label, result)
-            probe = Probe(tuple(applied), knob, result.status.value, result.images_per_s if result.ok else None, result.message)
+            probe = Probe(tuple(applied), knob, result.status, result.images_per_s if result.ok else None, result.message)
         ablation = replace(ablation, probes=(*ablation.probes, probe))
         save(ablation)
     ran = [p for p in (ablation.probe(applied, k) for k in remaining) if p is not None and p.images_per_s is not None]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import Knobs, value_text
 from speedopt.speedup import Speedup, paired
+from speedopt.status import Status
 from speedopt.study._finals import Repeat
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 ATTR = "ablation"
 NO_GAIN = "no measurable gain: you may keep your value"
+NOT_RUN = "not run"  # the stored status of an ordering candidate refused before it ran
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,22 @@ class Probe:
 
     applied: tuple[str, ...]
     knob: str
-    status: str
+    status: Status | None  # None: refused before it ran (the reason is its message)
     images_per_s: float | None
     message: str = ""
+
+    @property
+    def outcome(self) -> str:
+        """How it ended, as shown and stored: ``ok``, ``oom``, ... or ``not run``."""
+        return NOT_RUN if self.status is None else self.status.value
+
+    def to_attr(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "status": self.outcome}
+
+    @classmethod
+    def from_attr(cls, data: dict[str, Any]) -> Probe:
+        status = None if data["status"] == NOT_RUN else Status(data["status"])
+        return cls(**{**data, "applied": tuple(data["applied"]), "status": status})
 
 
 @dataclass(frozen=True)
@@ -161,6 +176,7 @@ class Ablation:
     def to_attr(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["start"], data["end"] = self.start.to_dict(), self.end.to_dict()
+        data["probes"] = [p.to_attr() for p in self.probes]
         data["measured"] = [m.to_attr("config") for m in self.measured]
         return data
 
@@ -172,7 +188,7 @@ class Ablation:
             data["baseline"], data["recommended"], Knobs.from_dict(data["start"]), Knobs.from_dict(data["end"]),
             tuple(Change(**c) for c in data["changes"]), tuple(Change(**c) for c in data["dropped"]),
             int(data["repeats"]), float(data.get("min_gain", 0.0)),
-            tuple(Probe(**{**p, "applied": tuple(p["applied"])}) for p in data.get("probes", ())),
+            tuple(Probe.from_attr(p) for p in data.get("probes", ())),
             tuple(tuple(step) for step in data["path"]), tuple(data.get("notes", ())),
             tuple(Repeat.from_attr(m, "config") for m in data.get("measured", ())), bool(data.get("from_finals", False)),
         )

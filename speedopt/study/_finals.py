@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt.measure import TrialResult
 from speedopt.speedup import Decision, Speedup, decide, paired
+from speedopt.status import Status
 from speedopt.study._record import TrialRecord, baseline_trial, ranked
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class Repeat:
 
     round: int
     of: int
-    status: str
+    status: Status
     images_per_s: float | None
     ci_rel: float | None = None
     steps: int | None = None
@@ -44,15 +45,16 @@ class Repeat:
     @classmethod
     def measured(cls, round_: int, of: int, result: TrialResult) -> Repeat:
         speed = result.images_per_s if result.ok else None
-        return cls(round_, of, result.status.value, speed, result.ci_rel, result.steps, result.measure_started_at)
+        return cls(round_, of, result.status, speed, result.ci_rel, result.steps, result.measure_started_at)
 
     def to_attr(self, key: str) -> dict[str, Any]:
         """The stored form, ``of`` under ``key`` (``trial`` in the finals, ``config`` in the ablation)."""
-        return {key if k == "of" else k: v for k, v in dataclasses.asdict(self).items()}
+        return {key if k == "of" else k: v for k, v in {**dataclasses.asdict(self), "status": self.status.value}.items()}
 
     @classmethod
     def from_attr(cls, data: dict[str, Any], key: str) -> Repeat:
-        return cls(**{"of" if k == key else k: v for k, v in data.items()})
+        values = {"of" if k == key else k: v for k, v in data.items()}
+        return cls(**{**values, "status": Status(values["status"])})
 
 
 @dataclass(frozen=True)

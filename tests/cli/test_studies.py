@@ -7,6 +7,7 @@ from optuna.trial import TrialState, create_trial
 from speedopt.cli import build_parser
 from speedopt.knobs import Knobs
 from speedopt.search import SearchConfig, plan
+from speedopt.status import Status
 from speedopt.study import Finals, Repeat
 from tests.conftest import run_cli
 
@@ -23,7 +24,7 @@ def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
     for ips, role in ((10.0, "baseline"), (15.0, None)):
         attrs = {"status": "ok", "images_per_s": ips, "config": Knobs(batch=int(ips)).to_dict(), "feasible": True, "role": role}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=attrs))
-    rounds = [Repeat(r, t, "ok", ips) for r in range(3) for t, ips in ((0, 10.0), (1, 14.0 + r))]
+    rounds = [Repeat(r, t, Status.OK, ips) for r in range(3) for t, ips in ((0, 10.0), (1, 14.0 + r))]
     study.set_user_attr("finals", Finals((0, 1), 3, tuple(rounds)).to_attr())
     done = run_cli("studies", "--storage", url, cwd=tmp_path, env={"COLUMNS": "250"})
     assert done.returncode == 0, done.stderr

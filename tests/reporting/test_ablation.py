@@ -11,6 +11,7 @@ from PIL import Image
 
 from speedopt.knobs import Knobs
 from speedopt.reporting._ablation import section
+from speedopt.status import Status
 from speedopt.study import Finals, Repeat, outcome
 from speedopt.study._ablation import Ablation, Change, Probe
 
@@ -31,7 +32,7 @@ def _study(winner=True, ablation=True):
     s.add_trial(_trial(BASE, 10.0, role="baseline"))
     s.add_trial(_trial(REC, 20.0))
     rec = 20.0 if winner else 10.0
-    measured = tuple(Repeat(r, t, "ok", rec if t else 10.0) for r in range(3) for t in (0, 1))
+    measured = tuple(Repeat(r, t, Status.OK, rec if t else 10.0) for r in range(3) for t in (0, 1))
     s.set_user_attr("finals", Finals((0, 1), 3, measured, 0.05).to_attr())
     if ablation:
         s.set_user_attr("ablation", _ablation().to_attr())
@@ -40,8 +41,8 @@ def _study(winner=True, ablation=True):
 
 def _ablation():
     changes = (Change("imgsz", 640, 320), Change("cache", "none", "ram"))
-    probes = (Probe((), "imgsz", "ok", 19.1), Probe((), "cache", "ok", 10.2))
-    measured = tuple(Repeat(r, c, "ok", v) for c, vs in ROUNDS.items() for r, v in enumerate(vs))
+    probes = (Probe((), "imgsz", Status.OK, 19.1), Probe((), "cache", Status.OK, 10.2))
+    measured = tuple(Repeat(r, c, Status.OK, v) for c, vs in ROUNDS.items() for r, v in enumerate(vs))
     return Ablation(0, 1, BASE, REC, changes, (Change("workers", 8, 2),), 3, 0.05, probes, (("imgsz",), ("cache",)),
                     (), measured)
 
@@ -97,7 +98,7 @@ def test_no_finals_no_section(tmp_path):
 def test_a_config_on_the_way_that_beat_the_recommendation_is_named(tmp_path):
     study = _study()
     slower = {0: [10.0, 10.0, 10.0], 1: [20.0, 21.0, 19.0], 2: [15.0, 16.0, 14.0]}  # cache costs speed after imgsz
-    measured = tuple(Repeat(r, c, "ok", v) for c, vs in slower.items() for r, v in enumerate(vs))
+    measured = tuple(Repeat(r, c, Status.OK, v) for c, vs in slower.items() for r, v in enumerate(vs))
     study.set_user_attr("ablation", dataclasses.replace(_ablation(), measured=measured).to_attr())
     text = "\n".join(section(study, outcome(study), tmp_path, "figs"))
     assert "| 2 | cache none -> ram | 15.00 (14.00-16.00) | 0.750x" in text and "(slower in every round) |" in text

@@ -36,7 +36,7 @@ def _study(rec_asked, rec_ran=None, base_ran=None, repeats=3):
     s = optuna.create_study(direction="maximize")
     s.add_trial(_trial(BASE, base_ran or BASE, 10.0, role="baseline"))
     s.add_trial(_trial(rec_asked, rec_ran or rec_asked, 20.0))
-    measured = [Repeat(r, t, "ok", 10.0 * (t + 1) + r) for r in range(repeats) for t in (0, 1)]
+    measured = [Repeat(r, t, Status.OK, 10.0 * (t + 1) + r) for r in range(repeats) for t in (0, 1)]
     s.set_user_attr("finals", Finals((0, 1), repeats, tuple(measured), 0.05).to_attr())
     return s
 
@@ -96,7 +96,7 @@ def test_two_changes_make_two_steps_the_bigger_gain_first_each_measured_in_every
     assert labels[:2] == ["ordering: imgsz 640 -> 320 from the baseline", "ordering: cache none -> ram from the baseline"]
     assert labels[2:5] == ["round 1/3: baseline", "round 1/3: step 1: imgsz 640 -> 320", "round 1/3: step 2: cache none -> ram"]
     assert done.complete and len(done.measured) == 3 * 3
-    assert all(m.status == "ok" for m in done.measured)
+    assert all(m.status is Status.OK for m in done.measured)
     steps = done.steps()
     assert [s.text() for s in steps] == ["imgsz 640 -> 320", "cache none -> ram"]
     assert math.prod(s.speedup for s in steps) == pytest.approx(done.total(), rel=1e-12)  # the table sums to the full change
@@ -139,7 +139,7 @@ def test_a_step_that_cannot_run_is_skipped_and_none_runnable_combines_the_rest()
     done = _run(_study(rec), Fake(), check)
     assert done.path == (("cache",), ("imgsz",))  # imgsz alone cannot run: cache first though it gains less
     refused = [p for p in done.probes if p.knob == "imgsz"]
-    assert refused[0].status == ablation_mod.NOT_RUN and "prepared copy" in refused[0].message
+    assert refused[0].status is None and refused[0].outcome == "not run" and "prepared copy" in refused[0].message
 
     cache_only = Knobs(**{**BASE.to_dict(), "cache": "ram"})
     study = _study(rec)
@@ -153,7 +153,7 @@ def test_verdict_needs_an_interval_above_one_and_the_min_gain():
     a = Ablation(0, 1, BASE, BASE, (Change("cache", "none", "ram"), Change("batch", 16, 32), Change("imgsz", 640, 320)), (), 3,
                  0.05, path=(("cache",), ("batch",), ("imgsz",)))
     rounds = {0: [10.0, 10.0, 10.0], 1: [11.0, 9.9, 10.5], 2: [11.2, 10.0, 10.7], 3: [22.0, 22.0, 22.0]}
-    measured = tuple(Repeat(r, c, "ok", v) for c, vs in rounds.items() for r, v in enumerate(vs))
+    measured = tuple(Repeat(r, c, Status.OK, v) for c, vs in rounds.items() for r, v in enumerate(vs))
     a = dataclasses.replace(a, measured=measured)
     first, second, third = a.steps()
     assert first.interval.low < 1.0 < first.interval.high and first.verdict == NO_GAIN  # the interval includes 1.0
@@ -193,7 +193,7 @@ def test_one_change_is_the_finals_and_a_kept_baseline_has_no_ablation():
 
     kept = _study(Knobs(**{**BASE.to_dict(), "cache": "ram", "imgsz": 320}))
     finals = Finals.from_attr(kept.user_attrs["finals"])
-    flat = tuple(Repeat(m.round, m.of, "ok", 10.0) for m in finals.measured)  # no gain: keep the baseline
+    flat = tuple(Repeat(m.round, m.of, Status.OK, 10.0) for m in finals.measured)  # no gain: keep the baseline
     kept.set_user_attr("finals", Finals(finals.trials, finals.repeats, flat, 0.05).to_attr())
     assert _run(kept, lambda knobs: pytest.fail("measured")) is None and "ablation" not in kept.user_attrs
 
@@ -217,7 +217,7 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
     assert [r.result.status for r in first.trials] == [Status.OK, Status.OK]
     study = optuna.load_study(study_name="abl", storage=url)
     assert "ablation" not in study.user_attrs  # no finals (--repeats 0): nothing to explain
-    made = [Repeat(r, t, "ok", 10.0 * (t + 1)) for r in range(2) for t in (0, 1)]
+    made = [Repeat(r, t, Status.OK, 10.0 * (t + 1)) for r in range(2) for t in (0, 1)]
     study.set_user_attr("finals", Finals((0, 1), 2, tuple(made), 0.05).to_attr())
 
     started = time.monotonic()
@@ -227,10 +227,10 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
     done = Ablation.from_attr(study.user_attrs["ablation"])
     assert done is not None and done.complete and not done.from_finals
     assert {c.text() for c in done.changes} == {"imgsz 128 -> 96", "batch 4 -> 2"} and done.dropped == ()
-    assert len(done.probes) == 2 and all(p.status == "ok" for p in done.probes)
+    assert len(done.probes) == 2 and all(p.status is Status.OK for p in done.probes)
     steps = done.steps()
     assert len(steps) == 2 and len(done.measured) == 2 * 3
-    assert all(m.status == "ok" and m.images_per_s > 0 for m in done.measured)  # every config ok in every round
+    assert all(m.status is Status.OK and m.images_per_s > 0 for m in done.measured)  # every config ok in every round
     assert done.configs()[0] == records(study)[0].result.requested and done.configs()[-1] == records(study)[1].result.requested
     assert abs(math.prod(s.speedup for s in steps) - done.total()) < 1e-9  # the table sums to the full change
 

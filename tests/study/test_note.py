@@ -60,7 +60,7 @@ def test_the_callback_saves_the_note_the_dashboard_reads(tmp_path):
     assert saved.startswith("## Trial 1\n") and "**12.0 images/s**" in saved and "1.20x the baseline's 10.0" in saved
 
     # The finals rewrite the finalists' notes with their medians and the paired interval.
-    measured = [Repeat(r, t, "ok", ips) for r, pair in enumerate([(10.0, 13.0), (9.0, 12.0), (11.0, 12.5)]) for t, ips in zip((0, 1), pair)]
+    measured = [Repeat(r, t, Status.OK, ips) for r, pair in enumerate([(10.0, 13.0), (9.0, 12.0), (11.0, 12.5)]) for t, ips in zip((0, 1), pair)]
     finals = Finals((0, 1), 3, tuple(measured), min_gain=0.05)
     note.write_finals_notes(study, finals)
     saved = get_note_from_system_attrs(study._storage.get_study_system_attrs(study._study_id), frozen._trial_id)["body"]
