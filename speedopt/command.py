@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedopt.engines._common import model_argument
+from speedopt.engines import model_argument
 from speedopt.errors import UsageError
 from speedopt.knobs import MODEL_SCALES, Knobs, parse_value
 

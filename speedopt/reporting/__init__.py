@@ -6,12 +6,12 @@ dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs o
 """
 
 from speedopt.reporting._bottleneck import Diagnosis, diagnose
-from speedopt.reporting._dashboard import check_address, feasible_best, serve, study_page, users_studies
+from speedopt.reporting._dashboard import check_address, serve, study_page
 from speedopt.reporting._filename import ReportFiles, inside, report_files, safe_name
 from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._loggers import LoggerIntegration, logger_integrations
 from speedopt.reporting._markdown import Written, build
-from speedopt.reporting._projection import Projection, project, validation_time
+from speedopt.reporting._projection import Projection, project
 from speedopt.reporting._recommend import Recommendation, recommend, recommendation
 from speedopt.reporting._verify import Verification, check_verify_options, verified_section, verify
 
@@ -27,7 +27,6 @@ __all__ = [
     "check_address",
     "check_verify_options",
     "diagnose",
-    "feasible_best",
     "inside",
     "logger_integrations",
     "project",
@@ -38,8 +37,6 @@ __all__ = [
     "serve",
     "study_page",
     "trial_table",
-    "users_studies",
-    "validation_time",
     "verified_section",
     "verify",
     "write_csv",

@@ -1,0 +1,56 @@
+"""The report's section 4: the recommended command to run, and which of its knobs the trainer's own
+command honours on the study's device."""
+
+from __future__ import annotations
+
+from speedopt import engines
+from speedopt.knobs import Knobs, value_text
+from speedopt.reporting._recommend import Recommendation
+from speedopt.reporting._text import cell
+from speedopt.study import StudyProtocol
+
+
+def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
+    """Section 4: the command (and its Python form) for a full run of ``epochs``, with its warnings."""
+    lines = ["## 4. Recommended command", ""]
+    if rec is None:
+        return lines + ["none yet", ""]
+    if rec.keep_settings:
+        lines += ["No measurable gain on this machine: keep your settings (the baseline's command below).", ""]
+    else:
+        lines += [f"Trial {rec.trial.number}: {rec.verdict}.", ""]
+    if rec.stand_in:
+        lines += [rec.stand_in + ".", ""]
+    elif rec.classic:
+        where = rec.protocol.yolov5_dir or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
+        lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
+    else:
+        lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
+    problems = rec.problems()
+    lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])
+
+    gpus = rec.protocol.machine.gpus
+    searched = max(rec.protocol.space.domains["gpus"].values()) > 1 if "gpus" in rec.protocol.space.domains else False
+    if len(gpus) > 1 and not searched:
+        every = ",".join(str(i) for i in range(len(gpus)))
+        lines += [f"On all {len(gpus)} GPUs (DDP; not measured by this study):", "", "```bash",
+                  rec.command(epochs, device=every), "```", ""]
+    return lines
+
+
+def honoured_section(p: StudyProtocol) -> list[str]:
+    """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
+    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    fixed = engine.fixed_knobs(p.device)
+    entry = "python train.py" if p.engine == "yolov5" else "yolo detect train"
+    lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
+             "| knob | honoured | what the real run does |", "|---|---|---|"]
+    for knob in Knobs.__dataclass_fields__:
+        if knob in fixed:
+            value, why = fixed[knob]
+            lines.append(f"| {knob} | no | always {value_text(value)}: {cell(why)}; trials ran the same |")
+        elif knob == "amp" and p.device == "cpu":
+            lines.append("| amp | no | off: AMP needs CUDA; trials ran off |")
+        else:
+            lines.append(f"| {knob} | yes | as the command says |")
+    return lines + [""]

@@ -1,0 +1,62 @@
+"""The report's account of the study's set-up: section 1 (machine and dataset), the warm start it began
+from, and the accuracy rule its trials were judged by."""
+
+from __future__ import annotations
+
+from speedopt.knobs import knobs_text
+from speedopt.reporting._text import duration, fmt
+from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, redact
+
+
+def machine_and_dataset_section(p: StudyProtocol, result: SearchOutcome, done: list[TrialRecord]) -> list[str]:
+    """Section 1: the machine, the dataset, the engine and how the trials were measured."""
+    m, ds = p.machine, p.dataset
+    starts = [r.started for r in done if r.started]
+    ends = [r.completed for r in done if r.completed]
+    busy = sum((r.completed - r.started).total_seconds() for r in done if r.started and r.completed)
+    gpus = ", ".join(f"{g.name} ({g.memory_mb} MB)" for g in m.gpus) or "none"
+    return [
+        "## 1. Machine and dataset",
+        "",
+        f"- Machine: {m.key.cpu_model}, {m.key.cpu_cores} cores, {m.ram_total_gb} GB RAM; GPUs: {gpus}; "
+        f"driver {m.driver or '-'}, CUDA {m.cuda_driver or '-'}; host {m.hostname}",
+        f"- Dataset: `{p.data}`: {ds.train_images} train / {ds.val_images} val images, {ds.classes} classes, "
+        f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id})",
+        f"- Engine: {p.engine} {p.engine_version} on device `{p.device}`; speedopt {p.speedopt_version}",
+        f"- Trials: {result.complete} complete ({result.counts_text()}{result.failed_text()}), at least {p.warmup} warm-up batches (more with "
+        f"dataloader workers: until their prefetched batches are used) and {p.steps} to {p.max_steps} measured batches "
+        f"each (until the 90% CI of the mean step time is within +/-5%); from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
+        f"{duration(busy)} of trials and probes",
+        "",
+    ]
+
+
+def warm_start_section(p: StudyProtocol, done: list[TrialRecord]) -> list[str]:
+    """The configs taken from another study and how each ran here; nothing without a warm start."""
+    warm = p.warm_start
+    if warm is None:
+        return []
+    key = warm.machine
+    lines = ["## Warm start", "", f"Configs taken from study `{warm.study}` ({redact(warm.source)}), made on "
+             f"{key.cpu_model} x{key.cpu_cores} cores, GPUs {list(key.gpus) or 'none'}; probes "
+             f"{'reused (same dataset)' if warm.same_dataset else 'not reused (dataset differs)'}.", "",
+             "| source trial | images/s there | adapted here | changes | trial here | images/s here |",
+             "|---|---|---|---|---|---|"]
+    here = {r.source_trial: r for r in done if r.role == "warm-start"}
+    for c in warm.configs:
+        r = here.get(c.source_trial)
+        got = (fmt(r.images_per_s, 2) if r.result.ok else r.status.value) if r else "not run yet"
+        lines.append(f"| {c.source_trial} | {c.source_images_per_s:.2f} | {knobs_text(c.knobs)} | "
+                     f"{'; '.join(c.changes) or 'none'} | {r.number if r else '-'} | {got} |")
+    return lines + [""]
+
+
+def accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
+    """The accuracy rule (max mAP loss, the probes) and what the probes did; or that quality was off."""
+    q = p.quality
+    if not q.probing:
+        return ["Accuracy: quality off: accuracy knobs were fixed at the baseline's values.", ""]
+    start = f"from {q.weights}" if q.weights else "from scratch"
+    return [f"Accuracy: max mAP50-95 loss {q.max_loss}; probes of {q.epochs} epochs on {q.fraction:g} of the "
+            f"train set ({start}); {result.probes_run} probes ran, {result.probe_cache_hits} cache hits, "
+            f"{result.unprobed} trials not probed.", ""]
