@@ -8,7 +8,7 @@ import speedopt
 from speedopt import command
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat
+from speedopt.study import Finals, Repeat, schema
 
 
 def test_search_takes_a_config_or_options_not_both(demo_yaml):
@@ -32,8 +32,7 @@ def test_best_reads_a_stored_study(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol
     study = optuna.create_study(study_name="api", storage=url, direction="maximize")
-    for key, value in proto.to_attrs().items():
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, proto)
     with pytest.raises(speedopt.UsageError, match="no feasible trial"):
         speedopt.best("api", storage=url)
     fast = speedopt.Knobs(model="yolov5n", imgsz=96, batch=8, workers=1, amp=False)

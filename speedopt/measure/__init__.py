@@ -6,8 +6,7 @@
 builds the trainer's label caches once per study, so trials take their labels from them.
 """
 
-from speedopt.measure._ceilings import ATTR as CEILINGS_ATTR
-from speedopt.measure._ceilings import KNOBS_OF, Ceiling, Ceilings, key_of, measure_ceilings, stored_ceilings
+from speedopt.measure._ceilings import KNOBS_OF, Ceiling, Ceilings, key_of, measure_ceilings
 from speedopt.measure._checks import (
     adjust_to_device,
     check_gpus,
@@ -21,7 +20,6 @@ from speedopt.measure._checks import (
 )
 from speedopt.measure._clock import StepClock
 from speedopt.measure._jobs import JobOutcome, ProbeJob, ValidateJob, ValidationTime
-from speedopt.measure._labels import ATTR as LABELS_ATTR
 from speedopt.measure._labels import MULTI_GPU_NOTE, LabelCaches, build_label_caches
 from speedopt.measure._request import TrialRequest, make_request
 from speedopt.measure._result import TrialResult
@@ -30,15 +28,12 @@ from speedopt.measure._runner import Progress, phase_text, run_job
 from speedopt.measure._warm import cold, warm_worker
 
 __all__ = [
-    "CEILINGS_ATTR",
     "Ceiling",
     "Ceilings",
     "KNOBS_OF",
     "key_of",
     "measure_ceilings",
-    "stored_ceilings",
     "JobOutcome",
-    "LABELS_ATTR",
     "LabelCaches",
     "MULTI_GPU_NOTE",
     "ProbeJob",

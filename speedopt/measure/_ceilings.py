@@ -11,7 +11,7 @@ They are separable: a data ceiling depends only on :data:`DATA_KNOBS`, a compute
 :data:`COMPUTE_KNOBS`. :func:`ceiling_knobs` sets the other knobs to cheap neutral values (the
 smallest model for a data ceiling; no workers and no cache for a compute ceiling), so one
 measurement serves every config with the same :func:`key_of`, and a study keeps them by key
-(:data:`ATTR`). min(data, compute) bounds the config; the lower one binds.
+(``kind|key``, :func:`speedopt.study.schema.read_ceilings`). min(data, compute) bounds the config; the lower one binds.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
 from speedopt.status import Status
 
-ATTR = "ceilings"  # the study user attr: {"data|<key>" or "compute|<key>": Ceiling.to_dict()}
 CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
@@ -131,17 +130,6 @@ class Ceilings:
         if share is not None:
             out.append(f"trial {images_per_s:.1f} images/s = {100 * share:.0f}% of min(ceilings)")
         return out
-
-
-def stored_ceilings(attr: Any) -> dict[str, Ceiling]:
-    """The ceilings a study keeps (user attr :data:`ATTR`), by ``kind|key``; an absent or unreadable attr is none."""
-    if not isinstance(attr, dict):
-        return {}
-    out = {}
-    for name, data in attr.items():
-        if isinstance(data, dict):
-            out[name] = Ceiling.from_dict(data)
-    return out
 
 
 def measure_one(kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:

@@ -5,7 +5,7 @@ scans the subset's labels in every trial (minutes per trial on millions of image
 ranks time out while rank 0 scans). :func:`build_label_caches` runs one :class:`LabelsJob` per data.yaml
 a study may train on, through the job runner (host lock, child process, timeout, status): the trainer's
 own dataset code builds, or finds valid, the cache of each full split, exactly the file the user's real
-run reuses. :class:`LabelCaches` is what the study stores (user attr :data:`ATTR`) and hands each trial.
+run reuses. :class:`LabelCaches` is what the study stores (:func:`speedopt.study.schema.write_labels`) and hands each trial.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from speedopt.measure._jobs import LabelsJob
 from speedopt.measure._runner import Progress, run_job
 from speedopt.offline import cache_dir
 
-ATTR = "label_cache"  # the study user attr
 #: For the printed command when it launches several GPUs (DDP): the scan is rank 0's, before the others start.
 MULTI_GPU_NOTE = (
     "a multi-GPU (DDP) run scans labels on rank 0 while the other ranks wait, and can time out on a large set: "

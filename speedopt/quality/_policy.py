@@ -111,13 +111,11 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["neutral"] = list(self.neutral)
-        if not self.neutral:
-            del data["neutral"]  # the stored form of a study made before the field existed
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Policy:
-        return cls(**{**data, "neutral": tuple(data.get("neutral") or ())})
+        return cls(**{**data, "neutral": tuple(data["neutral"])})
 
     @property
     def probing(self) -> bool:

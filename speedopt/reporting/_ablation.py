@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.reporting._figures import _pyplot, _save
 from speedopt.speedup import METHOD, paired
-from speedopt.study import Ablation, SearchOutcome, stored_ablation
+from speedopt.study import Ablation, SearchOutcome, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -103,7 +103,7 @@ def _order(ablation: Ablation) -> list[str]:
 def section(study: optuna.Study, result: SearchOutcome, folder: Path, link: str) -> list[str]:
     """The section, with its waterfall figure drawn in ``folder`` (linked as ``link``/ablation.png); a
     stale figure from an earlier report is removed when there is none."""
-    ablation = stored_ablation(study)
+    ablation = schema.read_ablation(study)
     figure = folder / FIGURE
     why = _why_not(result, ablation)
     if why is not None or ablation is None:

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from speedopt.study import schema
+
 if TYPE_CHECKING:
     import optuna
-
-ATTR = "report_artifacts"  # study user attr: {figure file name: artifact id}
 
 
 def upload(study: optuna.Study, folder: Path, figures: Sequence[Path]) -> dict[str, str]:
@@ -28,7 +28,7 @@ def upload(study: optuna.Study, folder: Path, figures: Sequence[Path]) -> dict[s
 
     folder.mkdir(parents=True, exist_ok=True)
     store = FileSystemArtifactStore(folder)
-    earlier = dict(study.user_attrs.get(ATTR) or {})
+    earlier = schema.read_artifacts(study)
     ids: dict[str, str] = {}
     for fig in figures:
         old = earlier.get(fig.name)
@@ -39,6 +39,6 @@ def upload(study: optuna.Study, folder: Path, figures: Sequence[Path]) -> dict[s
         ids[fig.name] = optuna.artifacts.upload_artifact(
             artifact_store=store, file_path=str(fig), study_or_trial=study, mimetype="image/png"
         )
-    study.set_user_attr(ATTR, {**earlier, **ids})
+    schema.write_artifacts(study, {**earlier, **ids})
     return {name: f"/artifacts/{study._study_id}/{artifact_id}" for name, artifact_id in ids.items()}
 

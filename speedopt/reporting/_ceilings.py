@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
-from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
-from speedopt.study import CEILINGS_FOR_ATTR, SearchOutcome, TrialRecord, ceilings_of_config, stored_ranking
+from speedopt.measure import Ceiling, Ceilings
+from speedopt.study import SearchOutcome, TrialRecord, ceilings_of_config, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -50,7 +50,7 @@ def serial(ceilings: Ceilings) -> float | None:
 
 def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
     """``## Ceilings``: the baseline's and the recommendation's, as % of min(ceilings); nothing when none was measured."""
-    ends = study.user_attrs.get(CEILINGS_FOR_ATTR) or {}
+    ends = schema.read_ceilings_for(study)
     by_number = {r.number: r for r in result.trials}
     rows: list[tuple[str, TrialRecord, Ceilings]] = []
     for role in ("baseline", "recommended"):
@@ -59,7 +59,7 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
         if record is None or (role == "recommended" and rows and rows[0][1].number == record.number):
             continue
         rows.append((role, record, ceilings_of_config(study, record.config)))
-    ranking = stored_ranking(study.user_attrs)
+    ranking = schema.read_ranking(study)
     ranked = [] if ranking is None else [f"- Ceiling ranking: {ranking.message}" + (f" ({ranking.wall_s:.0f} s of ceiling jobs)." if ranking.ran else ".")]
     ranked += [f"  - bound {top:.1f} images/s: `{knobs_text(knobs)}`" for knobs, top in (ranking.enqueued if ranking else ())]
     if not rows:
@@ -85,7 +85,7 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
         )
         if found.binding:
             notes.append(f"- {role}: {_LEVER[found.binding]}.")
-    spent = [c for c in stored_ceilings(study.user_attrs.get(CEILINGS_ATTR)).values() if c.wall_s]
+    spent = [c for c in schema.read_ceilings(study).values() if c.wall_s]
     lines += ["", *notes]
     if spent:
         lines.append(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Finals, TrialRecord, artifact_dir, open_storage, recommended_trial
+from speedopt.study import Finals, TrialRecord, artifact_dir, open_storage, recommended_trial, schema
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -35,7 +35,7 @@ def feasible_best(storage: BaseStorage) -> BaseStorage:
 
     def best(self: BaseStorage, study_id: int) -> FrozenTrial:
         trials = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.COMPLETE,))
-        finals = Finals.from_attr(self.get_study_user_attrs(study_id).get("finals"))
+        finals = Finals.from_attr(self.get_study_user_attrs(study_id).get(schema.FINALS))
         found = recommended_trial((r for r in map(TrialRecord.from_frozen, trials) if r is not None), finals)
         if found is None:
             return plain(study_id)
@@ -54,10 +54,10 @@ def _as_run(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     from optuna.distributions import CategoricalDistribution
 
     def config_of(t: FrozenTrial) -> dict[str, Any]:  # as run; a trial that measured nothing: its sampled params
-        stored = t.user_attrs.get("config")
+        stored = t.user_attrs.get(schema.CONFIG)
         return stored if isinstance(stored, dict) else dict(t.params)
 
-    configs = [t.user_attrs["config"] for t in trials if isinstance(t.user_attrs.get("config"), dict)]
+    configs = [t.user_attrs[schema.CONFIG] for t in trials if isinstance(t.user_attrs.get(schema.CONFIG), dict)]
     if not configs:
         return trials
     searched = {k for t in trials for k in t.params}

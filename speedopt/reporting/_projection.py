@@ -23,10 +23,8 @@ from speedopt.data import load
 from speedopt.engines import LabelCacheBuild
 from speedopt.knobs import Knobs
 from speedopt.measure import (
-    LABELS_ATTR,
     MULTI_GPU_NOTE,
     JobOutcome,
-    LabelCaches,
     TrialResult,
     ValidateJob,
     ValidationTime,
@@ -34,7 +32,7 @@ from speedopt.measure import (
     run_job,
 )
 from speedopt.offline import cache_dir
-from speedopt.study import StudyProtocol
+from speedopt.study import StudyProtocol, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -159,8 +157,9 @@ def _one_time(
 
 
 def label_build_for(study: optuna.Study, protocol: StudyProtocol, knobs: Knobs) -> LabelCacheBuild | None:
-    """The study's label-cache build (user attr ``label_cache``) for the data.yaml ``knobs`` train on, if any."""
-    return LabelCaches.from_attr(study.user_attrs.get(LABELS_ATTR)).build_for(protocol.data_yaml(knobs))
+    """The study's label-cache build for the data.yaml ``knobs`` train on, if any."""
+    caches = schema.read_labels(study)
+    return None if caches is None else caches.build_for(protocol.data_yaml(knobs))
 
 
 def prepare_s_for(protocol: StudyProtocol, knobs: Knobs) -> float:
@@ -170,12 +169,12 @@ def prepare_s_for(protocol: StudyProtocol, knobs: Knobs) -> float:
     return next((c.seconds for c in protocol.copies if c.imgsz == knobs.imgsz), 0.0)
 
 
-def _val_key(protocol: StudyProtocol, knobs: Knobs) -> str:
+def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
     parts: list[object] = [protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp, knobs.cache]
     if knobs.data == "resized":  # validation on the copy: its own images
         parts.append(protocol.data_yaml(knobs))
     material = json.dumps(parts)
-    return "val_time:" + hashlib.sha256(material.encode()).hexdigest()[:16]
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
 def validation_time(
@@ -189,10 +188,10 @@ def validation_time(
     Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
     job's outcome when it could not be timed (its status and message say why).
     """
-    key = _val_key(protocol, knobs)
-    stored = study.user_attrs.get(key)
+    digest = _val_digest(protocol, knobs)
+    stored = schema.read_val_time(study, digest)
     if stored is not None:
-        return ValidationTime(stored["val_s"], stored["val_images"], stored.get("save_s"))  # none stored before saves were timed
+        return ValidationTime(stored["val_s"], stored["val_images"], stored["save_s"])
     job = ValidateJob(
         engine=protocol.engine,
         yolov5_dir=protocol.yolov5_dir,
@@ -213,7 +212,7 @@ def validation_time(
     timed = outcome.validation()
     if timed is None:
         return outcome
-    study.set_user_attr(
-        key, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images, "save_s": timed.save_s}
+    schema.write_val_time(
+        study, digest, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images, "save_s": timed.save_s}
     )
     return timed

@@ -10,7 +10,7 @@ from speedopt.quality import Feasibility
 from speedopt.reporting._gather import rows
 from speedopt.reporting._text import cell, fmt, pct
 from speedopt.status import Status
-from speedopt.study import SearchOutcome, TrialRecord
+from speedopt.study import SearchOutcome, TrialRecord, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -50,11 +50,11 @@ def pruned_section(study: optuna.Study) -> list[str]:
     """Trials stopped part-way by the pruner (clearly slower than the best), with the running rate they had."""
     from optuna.trial import TrialState
 
-    pruned = [t for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)) if t.user_attrs.get("pruned")]
+    pruned = [t for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)) if t.user_attrs.get(schema.PRUNED)]
     if not pruned:
         return []
     lines = ["Pruned part-way (Optuna pruning on the running images/s; not counted as complete trials):", ""]
-    lines += [f"- trial {t.number} `{cell(_params_text(t.params))}`: {t.user_attrs['pruned']}" for t in pruned]
+    lines += [f"- trial {t.number} `{cell(_params_text(t.params))}`: {t.user_attrs[schema.PRUNED]}" for t in pruned]
     return lines + [""]
 
 

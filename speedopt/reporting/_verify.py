@@ -5,7 +5,7 @@ validation pass`` (the projection's arithmetic). Verification runs the very comm
 prints, through the trainer's own entry point (see :mod:`speedopt.reporting._trainer_run`), for a
 few epochs, optionally on a leading fraction of the train set, under the host measurement lock (it
 never runs beside a trial), in a temporary run folder that is removed. The result is stored in the
-study (user attr :data:`ATTR`) and shown by :func:`verified_section` in the report.
+study (:func:`speedopt.study.schema.write_verification`) and shown by :func:`verified_section` in the report.
 """
 
 from __future__ import annotations
@@ -34,12 +34,10 @@ from speedopt.reporting._trainer_run import (
     run_trainer,
 )
 from speedopt.status import Status
+from speedopt.study import schema
 
 if TYPE_CHECKING:
     import optuna
-
-ATTR = "verify"  # the study user attr that holds the last verification (a JSON dict)
-
 
 @dataclass(frozen=True)
 class Verification:
@@ -216,7 +214,7 @@ def verify(
     ``fraction``: a leading fraction of the train set (None or 1: all of it). ``timeout_s`` (default:
     :func:`default_timeout`) stops the run. ``note`` hears progress (epoch N/E as results appear);
     ``on_wait`` hears that the host lock is held by another measurement. The result is stored in the
-    study's user attr :data:`ATTR` and returned; a failed run ends in its status, never an exception.
+    study (:func:`speedopt.study.schema.write_verification`) and returned; a failed run ends in its status, never an exception.
     UsageError for bad options or a study without a recommendation.
     """
     check_verify_options(epochs, fraction, timeout_s)
@@ -272,7 +270,7 @@ def verify(
         notes=tuple(notes) + run.notes,
         log_tail=seen.log_tail,
     )
-    study.set_user_attr(ATTR, result.to_dict())
+    schema.write_verification(study, result.to_dict())
     return result
 
 
@@ -281,8 +279,8 @@ def verify(
 
 def stored(study: optuna.Study) -> Verification | None:
     """The study's last verification (None when it has none, or the stored record is unreadable)."""
-    data = study.user_attrs.get(ATTR)
-    if not isinstance(data, dict):
+    data = schema.read_verification(study)
+    if data is None:
         return None
     try:
         return Verification.from_dict(data)

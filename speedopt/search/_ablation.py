@@ -10,7 +10,7 @@ changes make one step. The whole path (baseline, step 1, ..., recommendation) is
 finals' number of interleaved rounds, so drift hits every config alike (the record,
 :class:`~speedopt.study.Ablation`, says what each step bought). One changed knob needs no new
 measurement: the finals measured that path already. The study keeps it after each measurement
-(user attr ``ablation``), so an interrupted ablation resumes and a report can be rebuilt.
+(:func:`~speedopt.study.schema.write_ablation`), so an interrupted ablation resumes and a report can be rebuilt.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.study import Ablation, Change, Finals, Probe, Repeat, TrialRecord, save_ablation, stored_ablation
+from speedopt.study import Ablation, Change, Finals, Probe, Repeat, TrialRecord, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -174,16 +174,16 @@ def run(
     ablation = _fresh(done, finals, min_gain)
     if ablation is None:
         return None
-    old = stored_ablation(study)
+    old = schema.read_ablation(study)
     if old is not None and _same(old, ablation):
         ablation = replace(old, min_gain=min_gain)
     if ablation != old:
-        save_ablation(study, ablation)
+        schema.write_ablation(study, ablation)
     if ablation.complete:
         return ablation
 
     def save(current: Ablation) -> None:
-        save_ablation(study, current)
+        schema.write_ablation(study, current)
 
     begin(tuple(c.text() for c in ablation.changes), ablation.repeats)
     if not ablation.path:

@@ -10,15 +10,15 @@ baseline and of the recommendation, for the report (:func:`ends`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import baseline_trial, best_trial, known_ceilings, records, save_ceilings_for, stored_finals
+from speedopt.study import baseline_trial, best_trial, records, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -31,11 +31,9 @@ def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: 
     """The ceilings of ``knobs`` (as run): found in the study, or measured now and stored there at once."""
 
     def save(name: str, ceiling: Ceiling) -> None:
-        attr: dict[str, Any] = dict(study.user_attrs.get(CEILINGS_ATTR) or {})
-        attr[name] = ceiling.to_dict()
-        study.set_user_attr(CEILINGS_ATTR, attr)
+        schema.write_ceiling(study, name, ceiling)
 
-    return measure_ceilings(knobs, prepare, run, known_ceilings(study), save)
+    return measure_ceilings(knobs, prepare, run, schema.read_ceilings(study), save)
 
 
 def ceilings_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs) -> Ceilings | None:
@@ -53,7 +51,7 @@ def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> N
     """The ceilings of the baseline's and the recommended config, for the report (found, or measured now)."""
     done = records(study)
     base = baseline_trial(done)
-    finals = stored_finals(study)
+    finals = schema.read_finals(study)
     choice = finals.decision().choice if finals is not None and finals.complete else None
     pick = next((r for r in done if r.number == choice), None) if choice is not None else best_trial(done)
     chosen = {r.number: r for r in (base, pick) if r is not None and r.result.ok}
@@ -62,4 +60,4 @@ def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> N
     view.note("the data and compute ceilings of the baseline and the recommendation (found, or measured now)")
     for record in chosen.values():
         ceilings_of(plan, study, record.config, view, inputs)
-    save_ceilings_for(study, base.number if base else None, pick.number if pick else None)
+    schema.write_ceilings_for(study, base.number if base else None, pick.number if pick else None)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.study import Finals, Repeat, TrialRecord, finalists, save_finals, set_aside_finals, stored_finals
+from speedopt.study import Finals, Repeat, TrialRecord, finalists, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -42,14 +42,14 @@ def run(
     chosen = finalists(done, count)
     if repeats < 2 or not chosen:
         return None
-    finals = stored_finals(study)
+    finals = schema.read_finals(study)
     if finals is None or finals.trials != chosen or finals.repeats != repeats:
         if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
-            set_aside_finals(study, finals)
+            schema.set_aside_finals(study, finals)
         finals = Finals(chosen, repeats, min_gain=min_gain)
     elif finals.min_gain != min_gain:  # the bar changed, not the measurements
         finals = replace(finals, min_gain=min_gain)
-        save_finals(study, finals)
+        schema.write_finals(study, finals)
 
     by_number = {r.number: r for r in done}
     if not finals.complete:
@@ -63,6 +63,6 @@ def run(
             started(round_, repeats, record)
             result = measure(record.result.requested)
             finals = replace(finals, measured=(*finals.measured, Repeat.measured(round_, number, result)))
-            save_finals(study, finals)
+            schema.write_finals(study, finals)
             finished(round_, record, result)
     return finals

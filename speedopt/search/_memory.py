@@ -1,6 +1,6 @@
 """Predicting a trial's peak memory before it runs, in the search loop (see :mod:`speedopt.search._memory_model`).
 
-The study keeps one fit per memory signature in its user attrs (:data:`~speedopt.search._memory_model.ATTR`),
+The study keeps one fit per memory signature in its user attrs (:func:`~speedopt.study.schema.write_memory_fits`),
 so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two
 short trials of the real trainer (not study trials). A fit that cannot be measured (a fitting trial
 ended oom or error) leaves the trial unpredicted: it runs, and its own status says what happened.
@@ -16,6 +16,7 @@ from speedopt.data import Dataset
 from speedopt.measure import TrialRequest, TrialResult, make_request, ram_available, run_trial, unmeasured
 from speedopt.search import _memory_model as memory
 from speedopt.status import Status
+from speedopt.study import schema
 
 if TYPE_CHECKING:
     import optuna
@@ -29,8 +30,7 @@ def wanted(request: TrialRequest) -> bool:
 
 
 def stored_fits(study: optuna.Study) -> dict[str, memory.MemoryFit]:
-    attr = study.user_attrs.get(memory.ATTR) or {}
-    return {key: memory.MemoryFit.from_dict(value) for key, value in attr.items() if isinstance(value, dict)}
+    return {key: memory.MemoryFit.from_dict(value) for key, value in schema.read_memory_fits(study).items()}
 
 
 def _available_mb(p: StudyProtocol, kind: str) -> float | None:
@@ -73,7 +73,7 @@ def predicted(
         if fit is None:
             return request, None
         fits[key] = fit
-        study.set_user_attr(memory.ATTR, {k: f.to_dict() for k, f in fits.items()})
+        schema.write_memory_fits(study, {k: f.to_dict() for k, f in fits.items()})
     prediction = memory.predict(fits[key], request.knobs, listing, request.images)
     available = _available_mb(p, prediction.kind)
     why = memory.refusal(prediction, available) if available else None

@@ -25,7 +25,6 @@ LIMIT = 0.90  # a config predicted above this share of the memory is infeasible
 FIT_STEPS = 2  # measured steps of each fitting trial (after one warm-up step)
 GPU_BATCHES = (8, 16)
 CPU_BATCHES = (2, 4)
-ATTR = "memory_fits"  # the study user attr: key -> MemoryFit.to_dict()
 
 
 def kind_of(device: str) -> str:

@@ -22,13 +22,13 @@ from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LABELS_ATTR, LabelCaches, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
+from speedopt.measure import LabelCaches, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
 from speedopt.status import Status
-from speedopt.study import Space, measurement_attrs, verdict_attrs, worker_id
+from speedopt.study import Space, schema, worker_id
 
 if TYPE_CHECKING:
     import optuna
@@ -73,14 +73,14 @@ def study_dataset(plan: SearchPlan) -> Dataset:
 
 def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Sequence[str]) -> LabelCaches:
     """The trainer's label caches of ``yamls`` (every data.yaml the study may train on), built once per
-    study before its first trial and kept in its user attrs (:data:`~speedopt.measure.LABELS_ATTR`).
+    study before its first trial and kept in its user attrs (:func:`~speedopt.study.schema.write_labels`).
 
     A study that holds the attr (resumed, or joined after its creator built them) builds nothing, nor
     does an engine without the hook; a failed build is a note and its trials scan their labels.
     """
-    stored = study.user_attrs.get(LABELS_ATTR)
+    stored = schema.read_labels(study)
     if stored is not None:
-        return LabelCaches.from_attr(stored)
+        return stored
     p = plan.protocol
     if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_label_cache:
         return LabelCaches()
@@ -90,7 +90,7 @@ def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Seque
     caches = build_label_caches(
         yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.note
     )
-    study.set_user_attr(LABELS_ATTR, caches.to_attr())
+    schema.write_labels(study, caches)
     view.note(caches.summary())
     return caches
 
@@ -138,7 +138,7 @@ def _phases(trial: optuna.Trial, then: Callable[[dict[str, Any]], None]) -> Call
         phase = str(update.get("phase") or "")
         if phase and phase != last["phase"]:
             last["phase"] = phase
-            trial.set_user_attr("phase", phase)
+            trial.set_user_attr(schema.PHASE, phase)
         then(update)
 
     return progress
@@ -146,15 +146,15 @@ def _phases(trial: optuna.Trial, then: Callable[[dict[str, Any]], None]) -> Call
 
 def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Callable[[optuna.Trial], float]:
     """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok)."""
-    from speedopt.search._stop import PRUNED_CONFIG, Skips, best_feasible
+    from speedopt.search._stop import Skips, best_feasible
 
     skips = Skips(plan)
 
     def run_one(trial: optuna.Trial) -> float:
         import optuna
 
-        trial.set_user_attr("worker", worker_id())
-        baseline = trial.user_attrs.get("role") == "baseline"
+        trial.set_user_attr(schema.WORKER, worker_id())
+        baseline = trial.user_attrs.get(schema.ROLE) == "baseline"
         suggested = suggest(trial, plan.protocol.space)  # the baseline's enqueued values too: the sampler learns from it
         knobs = plan.protocol.baseline if baseline else suggested
 
@@ -169,23 +169,21 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Cal
         try:
             result = memory_mod.record(measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)
         except optuna.TrialPruned as exc:
-            trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
+            trial.set_user_attr(schema.PRUNED_CONFIG, knobs.to_dict())
             view.note(f"trial {trial.number}: {exc}")
             raise
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]
-        for key, value in measurement_attrs(stored).items():
-            trial.set_user_attr(key, value)
+        schema.write_measurement(trial, stored)
         if result.ok:
-            trial.set_user_attr("phase", "accuracy")  # quality probes, if its signature needs any
+            trial.set_user_attr(schema.PHASE, "accuracy")  # quality probes, if its signature needs any
             verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
         else:
             verdict = not_measured(knobs, result.status)
-        for key, value in verdict_attrs(verdict.attrs()).items():
-            trial.set_user_attr(key, value)
+        schema.write_verdict(trial, verdict.attrs())
         trial.set_constraint("measured", 0.0 if result.ok else 1.0)
         trial.set_constraint("map_loss", verdict.constraint())
-        trial.set_user_attr("phase", "done")
+        trial.set_user_attr(schema.PHASE, "done")
         view.trial_finished(trial.number, result, baseline=baseline, verdict=verdict)
         return float(result.images_per_s or 0.0) if result.ok else 0.0
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from speedopt.errors import UsageError
 from speedopt.quality import merge_cache
 from speedopt.search._plan import SearchPlan
-from speedopt.study import OBJECTIVE, check_study_name, recover_interrupted, redact, study_names
+from speedopt.study import OBJECTIVE, check_study_name, recover_interrupted, schema, study_names
 
 if TYPE_CHECKING:
     import optuna
@@ -50,7 +50,9 @@ def _create_or_load(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Stud
 
 def _ready(study: optuna.Study) -> bool:
     """The study's creator finished setting it up: protocol attrs stored and the baseline enqueued."""
-    return "space" in study.user_attrs and any(t.user_attrs.get("role") == "baseline" for t in study.get_trials(deepcopy=False))
+    return schema.SPACE in study.user_attrs and any(
+        t.user_attrs.get(schema.ROLE) == "baseline" for t in study.get_trials(deepcopy=False)
+    )
 
 
 def _wait_ready(study: optuna.Study) -> bool:
@@ -63,31 +65,23 @@ def _wait_ready(study: optuna.Study) -> bool:
 
 
 def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
-    """First run of a study: attrs, baseline as trial 0, warm-start configs, reused probes."""
+    """First run of a study: the schema version and the protocol, baseline as trial 0, warm-start configs, reused probes."""
     notes = []
     study.set_metric_names([OBJECTIVE])
-    for key, value in plan.protocol.to_attrs().items():
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, plan.protocol)
     sampled = plan.protocol.space.sampled()
     baseline = {k: v for k, v in plan.protocol.baseline.to_dict().items() if k in sampled}
-    study.enqueue_trial(baseline, user_attrs={"role": "baseline"})
+    study.enqueue_trial(baseline, user_attrs={schema.ROLE: "baseline"})
     warm = plan.protocol.warm_start
     for config in warm.configs if warm else ():
         study.enqueue_trial(
             {k: v for k, v in config.knobs.to_dict().items() if k in sampled},
-            user_attrs={"role": "warm-start", "source_trial": config.source_trial},
+            user_attrs={schema.ROLE: "warm-start", schema.SOURCE_TRIAL: config.source_trial},
             skip_if_exists=True,
         )
     if plan.warm_cache:
         notes.append(f"{merge_cache(plan.warm_cache, storage)} probe result(s) copied from the warm-start source")
     return notes
-
-
-def _hide_stored_password(study: optuna.Study) -> None:
-    """A study made before warm-start sources were redacted keeps none of their password from now on."""
-    warm = study.user_attrs.get("warm_start")
-    if isinstance(warm, dict) and isinstance(warm.get("source"), str) and redact(warm["source"]) != warm["source"]:
-        study.set_user_attr("warm_start", {**warm, "source": redact(warm["source"])})
 
 
 def open_study(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, list[str]]:
@@ -98,15 +92,16 @@ def open_study(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Study, li
     if created:
         return study, notes + _create(plan, study, storage)
     ready = _wait_ready(study) if plan.create else True
+    if ready:
+        schema.check(study)
     if plan.create:
         why = plan.protocol.conflict(study.user_attrs, plan.study_name)
         if why:
             raise UsageError(why)
         if not ready:  # its creator stopped half-way (interrupted between the study and its baseline)
             notes += _create(plan, study, storage)
-        elif study.user_attrs.get("trials") != plan.protocol.trials:
-            study.set_user_attr("trials", plan.protocol.trials)
-    _hide_stored_password(study)
+        elif study.user_attrs.get(schema.TRIALS) != plan.protocol.trials:
+            study.set_user_attr(schema.TRIALS, plan.protocol.trials)
     recovered = recover_interrupted(study, storage)
     if recovered:
         notes.append(f"trial(s) {', '.join(map(str, recovered))} ended early (interrupted or killed): retried with the same knobs")

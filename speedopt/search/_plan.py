@@ -38,7 +38,7 @@ from speedopt.search import _space as space_mod
 from speedopt.search import _warmstart as warmstart
 from speedopt.search._config import SearchConfig
 from speedopt.search._copies import find_copies
-from speedopt.study import COPY_FORMATS, LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study
+from speedopt.study import COPY_FORMATS, LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study, schema
 
 
 @dataclass(frozen=True)
@@ -354,10 +354,7 @@ def _warm(
 def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
     """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
     study = find_study(storage_url, check_study_name(study_name))
-    attrs = dict(study.user_attrs)
-    if "space" not in attrs or "trials" not in attrs:
-        raise UsageError(f"study {study_name!r} was not made by speedopt search; nothing to join")
-    protocol = StudyProtocol.from_attrs(attrs, study_name)
+    protocol = schema.read_protocol(study)  # find_study refused a study of another schema
     here = machine.fingerprint(str(Path(protocol.data).parent) if Path(protocol.data).exists() else ".")
     why = protocol.machine.key.mismatch(here.key)
     if why:

@@ -33,19 +33,17 @@ from speedopt.search._view import QuietView, View
 from speedopt.study import (
     GRACE_S,
     HEARTBEAT_S,
-    RANKING_ATTR,
     Need,
     Ranking,
     SearchOutcome,
     awaited,
-    known_ceilings,
     open_storage,
     outcome,
     records,
     recover_stale,
     retry_interrupted,
+    schema,
     storage_errors,
-    stored_finals,
     write_finals_notes,
     write_note,
 )
@@ -118,7 +116,7 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
             stop(study, trial)
 
         _fill(study, storage, one_trial, plan, view, after_trial)
-    if plan.create and (complete(study) >= p.trials or study.user_attrs.get("stopped")):
+    if plan.create and (complete(study) >= p.trials or schema.read_stopped(study)):
         _finals(plan, study, view, inputs)
         _ablation(plan, study, view, inputs)
         ceilings_mod.ends(plan, study, view, inputs)
@@ -128,13 +126,13 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
 
 def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
     """Once per study, before its first trial completes: bound every config by its ceilings and enqueue the
-    highest first (:mod:`speedopt.search._rank`); the study keeps what it did (user attr ``ceiling_ranking``)."""
+    highest first (:mod:`speedopt.search._rank`); the study keeps what it did (:func:`~speedopt.study.schema.write_ranking`)."""
     from optuna.trial import TrialState
 
     from speedopt.search._stop import complete
 
     p = plan.protocol
-    if RANKING_ATTR in study.user_attrs or complete(study) or any(
+    if schema.read_ranking(study) is not None or complete(study) or any(
         t.state == TrialState.PRUNED for t in study.get_trials(deepcopy=False)
     ):
         return
@@ -147,7 +145,7 @@ def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> 
         else rank_mod.skip_mode(p.ceiling_rank, len(grid), jobs, p.trials)
     )
     if skip is not None or grid is None:
-        study.set_user_attr(RANKING_ATTR, Ranking(len(grid or ()), jobs, False, skip or "").to_dict())
+        schema.write_ranking(study, Ranking(len(grid or ()), jobs, False, skip or ""))
         view.note(f"ceiling ranking: {skip}")
         return
     view.note(f"ceiling ranking: {jobs} ceiling jobs bound the space's {len(grid)} configs; measuring them before the trials")
@@ -155,12 +153,12 @@ def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> 
     for knobs in dict.fromkeys(rank_mod.representatives(grid).values()):
         ceilings_mod.ceilings_of(plan, study, knobs, view, inputs)
     queued = [Knobs(**{**p.baseline.to_dict(), **(t.system_attrs.get("fixed_params") or t.params)}) for t in study.get_trials(deepcopy=False)]
-    ranking = rank_mod.rank(grid, known_ceilings(study), rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
+    ranking = rank_mod.rank(grid, schema.read_ceilings(study), rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
     ranking = dataclasses.replace(ranking, wall_s=time.monotonic() - started)
     sampled = p.space.sampled()
     for knobs, top in ranking.enqueued:
-        study.enqueue_trial({k: v for k, v in knobs.to_dict().items() if k in sampled}, user_attrs={"role": "ceiling-rank", "bound": top})
-    study.set_user_attr(RANKING_ATTR, ranking.to_dict())
+        study.enqueue_trial({k: v for k, v in knobs.to_dict().items() if k in sampled}, user_attrs={schema.ROLE: "ceiling-rank", schema.BOUND: top})
+    schema.write_ranking(study, ranking)
     view.note(f"ceiling ranking: {ranking.message} ({ranking.wall_s:.0f} s of ceiling jobs)")
 
 
@@ -180,8 +178,8 @@ def _fill(
 
     target = plan.protocol.trials
     deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s
-    if not full(study, target) and study.user_attrs.get("stopped"):
-        study.set_user_attr("stopped", None)  # a resumed search (more trials asked) samples again
+    if not full(study, target) and schema.read_stopped(study):
+        schema.write_stopped(study, None)  # a resumed search (more trials asked) samples again
     said: list[int] = []
     while True:
         left = None if deadline is None else deadline - time.monotonic()
@@ -189,7 +187,7 @@ def _fill(
             return
         if not full(study, target):
             study.optimize(one_trial, timeout=left, callbacks=[max_trials(target), after_trial], gc_after_trial=False)
-        if complete(study) >= target or study.user_attrs.get("stopped"):
+        if complete(study) >= target or schema.read_stopped(study):
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
@@ -222,8 +220,8 @@ def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -
 def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
     """Measure which change bought what on the path to the recommendation (see :mod:`speedopt.search._ablation`)."""
     p = plan.protocol
-    if study.user_attrs.get("ablate", True) != p.ablate:  # this run's choice, for the report
-        study.set_user_attr("ablate", p.ablate)
+    if study.user_attrs.get(schema.ABLATE) != p.ablate:  # this run's choice, for the report
+        study.set_user_attr(schema.ABLATE, p.ablate)
     if not p.ablate:
         return
 
@@ -232,6 +230,6 @@ def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs)
         return request.message if isinstance(request, TrialResult) else request.infeasible
 
     ablation_mod.run(
-        study, records(study), stored_finals(study), lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
+        study, records(study), schema.read_finals(study), lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
         unrunnable, p.min_gain, begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
     )

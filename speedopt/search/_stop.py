@@ -29,11 +29,10 @@ from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialRequest, TrialRes
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import Ranking, best_trial, known_ceilings, records, stored_ranking
+from speedopt.study import Ranking, best_trial, records, schema
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
 DUPLICATE_LIMIT = 25
-PRUNED_CONFIG = "pruned_config"  # the knobs (as asked) of a trial the pruner stopped
 
 
 def best_feasible(study: optuna.Study) -> float | None:
@@ -43,8 +42,8 @@ def best_feasible(study: optuna.Study) -> float | None:
 
 
 def _stop(study: optuna.Study, why: str) -> None:
-    """Stop the study's loop and keep why (user attr ``stopped``: the report says it)."""
-    study.set_user_attr("stopped", why)
+    """Stop the study's loop and keep why (the report says it)."""
+    schema.write_stopped(study, why)
     study.stop()
 
 
@@ -88,7 +87,7 @@ def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | Tria
         if r.result.requested == asked or (runs is not None and r.config == runs):
             return r.number
     for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-        if t.user_attrs.get(PRUNED_CONFIG) == asked.to_dict():
+        if t.user_attrs.get(schema.PRUNED_CONFIG) == asked.to_dict():
             return t.number
     return None
 
@@ -118,13 +117,13 @@ class Skips:
         """Why a sampled config is not measured: measured before, or its ceilings cannot reach the best (None: measure it)."""
         earlier = duplicate_of(trial.study, knobs, request)
         if earlier is not None:
-            trial.set_user_attr("duplicate_of", earlier)
+            trial.set_user_attr(schema.DUPLICATE_OF, earlier)
             return f"config already measured in trial {earlier}"
         runs = request.knobs if isinstance(request, TrialRequest) else knobs
-        why = hopeless(runs, known_ceilings(trial.study), best_feasible(trial.study), self.plan.protocol.prune_margin)
+        why = hopeless(runs, schema.read_ceilings(trial.study), best_feasible(trial.study), self.plan.protocol.prune_margin)
         if why is not None:
-            trial.set_user_attr("pruned", why)
-            trial.set_user_attr(PRUNED_CONFIG, knobs.to_dict())
+            trial.set_user_attr(schema.PRUNED, why)
+            trial.set_user_attr(schema.PRUNED_CONFIG, knobs.to_dict())
         return why
 
     def check(self, trial: optuna.Trial, knobs: Knobs, request: TrialRequest | TrialResult, baseline: bool) -> None:
@@ -182,7 +181,7 @@ def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, A
         trial.report(float(rate), step)
         if trial.should_prune():
             why = pruned_text(float(rate), step, trial.study, plan.protocol.prune_margin)
-            trial.set_user_attr("pruned", why)
+            trial.set_user_attr(schema.PRUNED, why)
             raise optuna.TrialPruned(why)
 
     return progress
@@ -229,7 +228,7 @@ def stop_at_ceiling(
         sampled = set(plan.protocol.space.sampled())
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
-        why = space_reached(best.images_per_s or 0.0, stored_ranking(study.user_attrs), plan.protocol.stop_at_ceiling)
+        why = space_reached(best.images_per_s or 0.0, schema.read_ranking(study), plan.protocol.stop_at_ceiling)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
             _stop(study, why)
             return

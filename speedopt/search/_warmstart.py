@@ -15,7 +15,7 @@ from typing import Any
 from speedopt.knobs import Knobs
 from speedopt.machine import MachineKey
 from speedopt.quality import cache_entries
-from speedopt.study import Need, Space, WarmConfig, WarmStart, find_study, ranked, records, redact, split_source, storage_errors
+from speedopt.study import Need, Space, WarmConfig, WarmStart, find_study, ranked, records, redact, schema, split_source, storage_errors
 
 TOP = 3
 
@@ -66,7 +66,7 @@ def plan(
     url, name = split_source(source)
     with storage_errors(url):
         study = find_study(url, name, Need.READ_ONLY)
-        same = study.user_attrs.get("dataset", {}).get("id") == dataset_id
+        same = study.user_attrs[schema.DATASET]["id"] == dataset_id  # find_study refused a study of another schema
         configs: list[WarmConfig] = []
         taken, seen = {baseline}, set()
         for record in ranked(records(study)):
@@ -81,5 +81,5 @@ def plan(
             if len(configs) == TOP:
                 break
         entries = cache_entries(study._storage, dataset_id) if same else {}
-        machine = MachineKey.from_dict(study.user_attrs.get("machine", {}).get("key", {}))
+        machine = MachineKey.from_dict(study.user_attrs[schema.MACHINE]["key"])
     return WarmStart(redact(source), study.study_name, machine, same, tuple(configs)), entries

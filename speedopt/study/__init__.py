@@ -3,50 +3,41 @@
 :func:`open_storage` and :func:`find_study` reach a study; :class:`StudyProtocol` is what it was made
 with; :func:`records` and :func:`best_trial` read its trials as :class:`TrialRecord`; :func:`outcome`
 summarises it and :func:`recommended_trial` is the one definition of the recommendation. The finals
-(:class:`Finals`) and the ablation (:class:`Ablation`) are stored records here; running a search
-(planning, the loop, the stop rules, measuring the finals and the ablation) is :mod:`speedopt.search`.
+(:class:`Finals`) and the ablation (:class:`Ablation`) are stored records here; :mod:`schema` names
+every key a study stores, reads and writes them, and refuses a study stored in another layout. Running a
+search (planning, the loop, the stop rules, measuring the finals and the ablation) is :mod:`speedopt.search`.
 Export and import move a study between storages; notes are what optuna-dashboard shows.
 """
 
 # ``from ... import X as X``: what a running search (speedopt.search) reads and writes besides the public
 # surface in __all__: the stored records it fills and the storage-level steps of its loop.
+from speedopt.study import _schema as schema
 from speedopt.study._ablation import Ablation
 from speedopt.study._ablation import Change as Change
 from speedopt.study._ablation import Probe as Probe
-from speedopt.study._ablation import save_ablation as save_ablation
-from speedopt.study._ablation import stored as stored_ablation
-from speedopt.study._ceilings import FOR_ATTR as CEILINGS_FOR_ATTR
-from speedopt.study._ceilings import known_ceilings as known_ceilings
 from speedopt.study._ceilings import of_config as ceilings_of_config
-from speedopt.study._ceilings import save_ceilings_for as save_ceilings_for
 from speedopt.study._copies import COPY_FORMATS as COPY_FORMATS
 from speedopt.study._copies import LOSSLESS as LOSSLESS
 from speedopt.study._copies import DataCopy as DataCopy
-from speedopt.study._finals import Finals, finalists
+from speedopt.study._finals import Finals
 from speedopt.study._finals import Repeat as Repeat
-from speedopt.study._finals import save_finals as save_finals
-from speedopt.study._finals import set_aside_finals as set_aside_finals
-from speedopt.study._finals import stored_finals as stored_finals
 from speedopt.study._note import save as save_note
 from speedopt.study._note import write_finals_notes as write_finals_notes
 from speedopt.study._note import write_note as write_note
 from speedopt.study._outcome import SearchOutcome, list_studies, outcome, recommended_trial
 from speedopt.study._protocol import OBJECTIVE as OBJECTIVE
 from speedopt.study._protocol import StudyProtocol
-from speedopt.study._rank import RANKING_ATTR as RANKING_ATTR
 from speedopt.study._rank import Ranking as Ranking
-from speedopt.study._rank import stored_attr as stored_ranking
-from speedopt.study._record import TrialRecord, best_trial, flat_attrs, records
+from speedopt.study._record import TrialRecord, best_trial, finalists, records
 from speedopt.study._record import baseline_trial as baseline_trial
-from speedopt.study._record import measurement_attrs as measurement_attrs
 from speedopt.study._record import ranked as ranked
-from speedopt.study._record import verdict_attrs as verdict_attrs
 from speedopt.study._recovery import awaited as awaited
 from speedopt.study._recovery import recover_interrupted as recover_interrupted
 from speedopt.study._recovery import recover_stale as recover_stale
 from speedopt.study._recovery import retry_interrupted as retry_interrupted
 from speedopt.study._recovery import say_interrupted as say_interrupted
 from speedopt.study._recovery import worker_id as worker_id
+from speedopt.study._schema import flat_attrs
 from speedopt.study._space import Domain as Domain
 from speedopt.study._space import Space as Space
 from speedopt.study._storage import GRACE_S as GRACE_S
@@ -78,10 +69,8 @@ __all__ = [
     "Finals",
     "finalists",
     "Ablation",
-    "stored_ablation",
-    "CEILINGS_FOR_ATTR",
     "ceilings_of_config",
-    "stored_ranking",
+    "schema",
     "save_note",
     "export",
     "import_study",

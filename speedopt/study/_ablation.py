@@ -5,8 +5,8 @@ the ordering measurements (:class:`Probe`), the path (the knobs each step change
 measured in interleaved rounds (:class:`~speedopt.study.Repeat`, ``of``: the config's index on the path).
 A step's speedup is the ratio of the medians of consecutive configs (their product is the full change,
 exactly) and its interval the min-max of the paired per-round ratios (:meth:`Ablation.steps`). It is
-stored in the study (user attr ``ablation``) after each measurement, so an interrupted ablation resumes
-and a report can be rebuilt; :mod:`speedopt.search._ablation` orders and measures it.
+stored in the study (:func:`~speedopt.study._schema.write_ablation`) after each measurement, so an
+interrupted ablation resumes and a report can be rebuilt; :mod:`speedopt.search._ablation` orders and measures it.
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ import dataclasses
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from speedopt.knobs import Knobs, value_text
 from speedopt.speedup import Speedup, paired
 from speedopt.status import Status
 from speedopt.study._finals import Repeat
 
-if TYPE_CHECKING:
-    import optuna
-
-ATTR = "ablation"
 NO_GAIN = "no measurable gain: you may keep your value"
 NOT_RUN = "not run"  # the stored status of an ordering candidate refused before it ran
 
@@ -187,18 +183,8 @@ class Ablation:
         return cls(
             data["baseline"], data["recommended"], Knobs.from_dict(data["start"]), Knobs.from_dict(data["end"]),
             tuple(Change(**c) for c in data["changes"]), tuple(Change(**c) for c in data["dropped"]),
-            int(data["repeats"]), float(data.get("min_gain", 0.0)),
-            tuple(Probe.from_attr(p) for p in data.get("probes", ())),
-            tuple(tuple(step) for step in data["path"]), tuple(data.get("notes", ())),
-            tuple(Repeat.from_attr(m, "config") for m in data.get("measured", ())), bool(data.get("from_finals", False)),
+            int(data["repeats"]), float(data["min_gain"]),
+            tuple(Probe.from_attr(p) for p in data["probes"]),
+            tuple(tuple(step) for step in data["path"]), tuple(data["notes"]),
+            tuple(Repeat.from_attr(m, "config") for m in data["measured"]), bool(data["from_finals"]),
         )
-
-
-def stored(study: optuna.Study) -> Ablation | None:
-    """The ablation stored in the study (None before any)."""
-    return Ablation.from_attr(study.user_attrs.get(ATTR))
-
-
-def save_ablation(study: optuna.Study, ablation: Ablation) -> None:
-    """Store ``ablation`` in the study (after each measurement: an interrupted ablation resumes)."""
-    study.set_user_attr(ATTR, ablation.to_attr())

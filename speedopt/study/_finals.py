@@ -3,29 +3,22 @@
 One measurement per config says little on a noisy machine (the same config measured 14% apart in
 one search), so the search's leaders are measured again beside the baseline, round by round
 (baseline, c1, c2, ..., baseline, c1, ...): drift and neighbours hit every config alike. Every
-measurement is stored in the study (user attr ``finals``, written after each one, so an interrupted
-finals round resumes), and the recommendation follows :func:`speedopt.speedup.decide`. This is the
-stored record; :mod:`speedopt.search._finals` measures it.
+measurement is stored in the study (:func:`~speedopt.study._schema.write_finals`, after each one, so an
+interrupted finals round resumes), and the recommendation follows :func:`speedopt.speedup.decide`. This
+is the stored record; :mod:`speedopt.search._finals` measures it, from the finalists
+:func:`~speedopt.study._record.finalists` picks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from speedopt.measure import TrialResult
 from speedopt.speedup import Decision, Speedup, decide, paired
 from speedopt.status import Status
-from speedopt.study._record import TrialRecord, baseline_trial, ranked
-
-if TYPE_CHECKING:
-    import optuna
-
-ATTR = "finals"
-PREVIOUS = "finals_previous"  # earlier finals of other finalists, kept when the study grew
 
 
 @dataclass(frozen=True)
@@ -110,33 +103,5 @@ class Finals:
     def from_attr(cls, data: Any) -> Finals | None:
         if not isinstance(data, dict) or "trials" not in data:
             return None
-        measured = tuple(Repeat.from_attr(m, "trial") for m in data.get("measured", ()))
-        return cls(tuple(data["trials"]), int(data["repeats"]), measured, float(data.get("min_gain", 0.0)))
-
-
-def finalists(done: Iterable[TrialRecord], count: int) -> tuple[int, ...]:
-    """The baseline's trial and the ``count`` fastest feasible trials with other configs than it and each other."""
-    trials = list(done)
-    base = baseline_trial(trials)
-    if base is None or not base.result.ok:
-        return ()
-    picked: list[TrialRecord] = []
-    for r in ranked(trials):
-        if r.config != base.config and all(r.config != p.config for p in picked):
-            picked.append(r)
-    return (base.number, *(r.number for r in picked[:count])) if picked else ()
-
-
-def stored_finals(study: optuna.Study) -> Finals | None:
-    """The finals stored in the study (None before any)."""
-    return Finals.from_attr(study.user_attrs.get(ATTR))
-
-
-def save_finals(study: optuna.Study, finals: Finals) -> None:
-    """Store ``finals`` in the study (after each measurement: an interrupted finals round resumes)."""
-    study.set_user_attr(ATTR, finals.to_attr())
-
-
-def set_aside_finals(study: optuna.Study, finals: Finals) -> None:
-    """Keep earlier finals of other finalists (the study grew) beside the new ones (user attr ``finals_previous``)."""
-    study.set_user_attr(PREVIOUS, [*study.user_attrs.get(PREVIOUS, []), finals.to_attr()])
+        measured = tuple(Repeat.from_attr(m, "trial") for m in data["measured"])
+        return cls(tuple(data["trials"]), int(data["repeats"]), measured, float(data["min_gain"]))

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
 from speedopt.quality import Feasibility
-from speedopt.study._record import SHOWN, TrialRecord, baseline_trial, records
+from speedopt.study._record import TrialRecord, baseline_trial, records
+from speedopt.study._schema import SHOWN, SPACE, STATUS
 from speedopt.study._space import Space
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | Non
     record = TrialRecord.from_frozen(frozen)
     if record is None:
         return
-    stored = study.user_attrs.get("space")
+    stored = study.user_attrs.get(SPACE)
     outside = Space.from_dict(stored).outside(record.config) if isinstance(stored, dict) else None
     line = finals_line(finals, record.number) if finals is not None else ""
     save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline, finals=line, outside=outside))
@@ -111,7 +112,7 @@ def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | Non
 
 def write_note(study: optuna.Study, frozen: FrozenTrial) -> None:
     """An Optuna callback (after each trial is stored): the note of a completed trial with a measurement."""
-    if frozen.state.is_finished() and "status" in frozen.user_attrs:  # read the study only for a measured trial
+    if frozen.state.is_finished() and STATUS in frozen.user_attrs:  # read the study only for a measured trial
         _write(study, frozen, baseline_trial(records(study)), None)
 
 

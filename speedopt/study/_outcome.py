@@ -11,10 +11,11 @@ from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
-from speedopt.study._finals import Finals, stored_finals
+from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
 from speedopt.study._recovery import FailedTrial, failed_trials
+from speedopt.study._schema import DATA, read_finals, read_protocol, read_stopped
 from speedopt.study._storage import open_storage, storage_errors, study_names
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
                 r.signature, r.probe_map50_95, r.map_loss, r.feasibility, r.baseline_map50_95, r.map_spread
             )
     try:
-        protocol: StudyProtocol | None = StudyProtocol.from_attrs(study.user_attrs, study.study_name)
+        protocol: StudyProtocol | None = read_protocol(study)
     except UsageError:
         protocol = None
     return SearchOutcome(
@@ -148,8 +149,8 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         probed=tuple(probed.values()),
         protocol=protocol,
         trials=tuple(done),
-        finals=stored_finals(study),
-        stopped=study.user_attrs.get("stopped"),
+        finals=read_finals(study),
+        stopped=read_stopped(study),
         failed=failed_trials(study),
     )
 
@@ -174,6 +175,6 @@ def list_studies(storage_url: str | None) -> list[StudySummary]:
         for name in study_names(storage):
             study = optuna.load_study(study_name=name, storage=storage)
             result = outcome(study)
-            data = result.protocol.data if result.protocol else study.user_attrs.get("data")
+            data = result.protocol.data if result.protocol else study.user_attrs.get(DATA)
             rows.append(StudySummary(name, len(study.trials), result, data))
     return rows

@@ -52,7 +52,7 @@ class StudyProtocol:
     finalists: int = defaults.FINALISTS
     repeats: int = defaults.REPEATS
     min_gain: float = defaults.MIN_GAIN
-    ablate: bool = True  # measure the path to the recommendation after the finals (a study without it: on)
+    ablate: bool = True  # measure the path to the recommendation after the finals
 
     epochs: int = defaults.EPOCHS
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
@@ -94,7 +94,7 @@ class StudyProtocol:
         values["machine"] = MachineFingerprint.from_dict(attrs["machine"])
         values["space"] = Space.from_dict(attrs["space"])
         values["baseline"] = Knobs.from_dict(attrs["baseline"])
-        values["quality"] = Policy.from_dict(attrs.get("quality") or {"mode": "off"})
+        values["quality"] = Policy.from_dict(attrs["quality"])
         values["warm_start"] = WarmStart.from_dict(attrs["warm_start"]) if attrs.get("warm_start") else None
         values["copies"] = tuple(DataCopy.from_dict(c) for c in attrs.get("copies") or ())
         return cls(**values)

@@ -1,4 +1,4 @@
-"""How a study's space was ranked by its ceilings, as stored (user attr ``ceiling_ranking``).
+"""How a study's space was ranked by its ceilings, as stored (:func:`~speedopt.study._schema.write_ranking`).
 
 The ranking itself (bounding every config of the space by its ceilings, the highest measured first) is
 :mod:`speedopt.search._rank`; the bound it gives the space is one of the search's stop rules.
@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from speedopt.knobs import Knobs, knobs_text
-
-RANKING_ATTR = "ceiling_ranking"  # the study user attr: Ranking.to_dict() (``ceiling_rank`` is the protocol's mode)
 
 
 @dataclass(frozen=True)
@@ -35,18 +33,12 @@ class Ranking:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Ranking:
-        enqueued = tuple((Knobs.from_dict(e["knobs"]), float(e["bound"])) for e in data.get("enqueued") or ())
-        known = {f.name for f in dataclasses.fields(cls)} - {"enqueued"}
-        return cls(**{k: v for k, v in data.items() if k in known}, enqueued=enqueued)
+        enqueued = tuple((Knobs.from_dict(e["knobs"]), float(e["bound"])) for e in data["enqueued"])
+        fields = [f.name for f in dataclasses.fields(cls) if f.name != "enqueued"]
+        return cls(**{k: data[k] for k in fields}, enqueued=enqueued)
 
     def lines(self) -> list[str]:
         """What it did, and each enqueued config with its bound."""
         out = [self.message]
         out += [f"  bound {b:.1f} images/s: {knobs_text(k)}" for k, b in self.enqueued]
         return out
-
-
-def stored_attr(attrs: Mapping[str, Any]) -> Ranking | None:
-    """The ranking a study keeps in its user attrs (:data:`RANKING_ATTR`), or None."""
-    attr = attrs.get(RANKING_ATTR)
-    return Ranking.from_dict(attr) if isinstance(attr, dict) else None

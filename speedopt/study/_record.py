@@ -1,16 +1,16 @@
 """One stored trial as a typed record, and the one definition of "the best trial".
 
 A study keeps each trial's measurement and verdict as Optuna user attrs (so the dashboard shows
-them): the few a person reads first under their own names (:data:`SHOWN`), the rest in two JSON attrs
-(``measurement``, ``accuracy``); :func:`flat_attrs` spreads them again. :class:`TrialRecord` reads them back once, with a :class:`~speedopt.status.Status` and a
-:class:`~speedopt.quality.Feasibility`. Every part of speedopt that asks which trial is best (search,
-report, ``speedopt best``, the dashboard, warm start) asks :func:`best_trial` or :func:`ranked`.
+them; the layout is :mod:`speedopt.study._schema`'s). :class:`TrialRecord` reads them back once, with a
+:class:`~speedopt.status.Status` and a :class:`~speedopt.quality.Feasibility`. Every part of speedopt that
+asks which trial is best (search, report, ``speedopt best``, the dashboard, warm start) asks
+:func:`best_trial` or :func:`ranked`; the finals' finalists are :func:`finalists`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,43 +18,11 @@ from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.quality import Feasibility
 from speedopt.status import Status
+from speedopt.study._schema import CONFIG, FEASIBLE, ROLE, SOURCE_TRIAL, STATUS, flat_attrs
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
-
-
-SHOWN = ("status", "images_per_s", "data_wait_fraction", "config", "feasible", "map_loss")
-MEASUREMENT = "measurement"  # the rest of the trial's TrialResult, one JSON attr
-ACCURACY = "accuracy"  # the rest of its accuracy verdict
-
-
-def _long(value: Any) -> bool:
-    return isinstance(value, (list, tuple, dict)) or (isinstance(value, str) and len(value) > 80)
-
-
-def _split(values: Mapping[str, Any], rest: str) -> dict[str, Any]:
-    """``values`` as stored: the :data:`SHOWN` keys under their names, every other key inside ``rest``,
-    its figures before its lists and long texts (the dashboard shows the first 1,024 characters)."""
-    inside = sorted(((k, v) for k, v in values.items() if k not in SHOWN), key=lambda kv: _long(kv[1]))
-    return {**{k: v for k, v in values.items() if k in SHOWN}, rest: dict(inside)}
-
-
-def measurement_attrs(measured: Mapping[str, Any]) -> dict[str, Any]:
-    """The user attrs that store a trial's measurement (a :meth:`TrialResult.to_dict`)."""
-    return _split(measured, MEASUREMENT)
-
-
-def verdict_attrs(verdict: Mapping[str, Any]) -> dict[str, Any]:
-    """The user attrs that store a trial's accuracy verdict (a :meth:`Verdict.attrs`)."""
-    return _split(verdict, ACCURACY)
-
-
-def flat_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's user attrs with ``measurement`` and ``accuracy`` spread into one flat dict (the form of
-    the trial table and of studies written before those two attrs existed, which read the same)."""
-    nested = {**(attrs.get(MEASUREMENT) or {}), **(attrs.get(ACCURACY) or {})}
-    return {**nested, **{k: v for k, v in attrs.items() if k not in (MEASUREMENT, ACCURACY)}}
 
 
 def _feasibility(status: Status, stored: Any) -> Feasibility:
@@ -122,15 +90,15 @@ class TrialRecord:
         from optuna.trial import TrialState
 
         attrs = flat_attrs(trial.user_attrs)
-        if trial.state != TrialState.COMPLETE or "status" not in attrs or "config" not in attrs:
+        if trial.state != TrialState.COMPLETE or STATUS not in attrs or CONFIG not in attrs:
             return None
         result = TrialResult.from_dict(attrs)
         return cls(
             number=trial.number,
             result=result,
-            feasibility=_feasibility(result.status, attrs.get("feasible")),
-            role=attrs.get("role"),
-            source_trial=attrs.get("source_trial"),
+            feasibility=_feasibility(result.status, attrs.get(FEASIBLE)),
+            role=attrs.get(ROLE),
+            source_trial=attrs.get(SOURCE_TRIAL),
             signature=attrs.get("signature"),
             probe_map50=attrs.get("probe_map50"),
             probe_map50_95=attrs.get("probe_map50_95"),
@@ -168,3 +136,16 @@ def best_trial(trials: Iterable[TrialRecord]) -> TrialRecord | None:
 def baseline_trial(trials: Iterable[TrialRecord]) -> TrialRecord | None:
     """The study's baseline (trial 0 in a speedopt study)."""
     return next((r for r in trials if r.is_baseline), None)
+
+
+def finalists(done: Iterable[TrialRecord], count: int) -> tuple[int, ...]:
+    """The baseline's trial and the ``count`` fastest feasible trials with other configs than it and each other."""
+    trials = list(done)
+    base = baseline_trial(trials)
+    if base is None or not base.result.ok:
+        return ()
+    picked: list[TrialRecord] = []
+    for r in ranked(trials):
+        if r.config != base.config and all(r.config != p.config for p in picked):
+            picked.append(r)
+    return (base.number, *(r.number for r in picked[:count])) if picked else ()

@@ -8,8 +8,7 @@ same params and role (a retried baseline is the baseline), whichever way its run
 - any host, RDB storages: the trial stops beating and is failed after the grace period
   (Optuna's ``fail_stale_trials`` with :func:`~speedopt.study._storage.retry_callback`), which a
   worker waits out before it leaves a study short of its target (:func:`recover_stale`);
-- a failed trial that was never retried (an interrupt during the retry itself, or a study from a
-  speedopt that did not retry interrupts) is retried on the next start.
+- a failed trial that was never retried (an interrupt during the retry itself) is retried on the next start.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from speedopt.isolation import alive
+from speedopt.study._schema import FAILED_BECAUSE, ROLE, WORKER
 from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_callback
 
 if TYPE_CHECKING:
@@ -30,17 +30,15 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
-#: User attr that says why a trial failed, written before its state becomes FAIL.
-WHY = "failed_because"
 INTERRUPTED = "interrupted (Ctrl-C)"
 PROCESS_GONE = "its process was gone (killed or crashed)"
-#: Why, when the trial could not say (failed by the heartbeat, or by a speedopt that kept no reason).
+#: Why, when the trial could not say (failed by the heartbeat).
 UNSAID = "its run ended without a result (process killed, interrupted, or cut off from the storage)"
 
 
 def say_interrupted(trial: optuna.Trial) -> None:
     """Record on ``trial`` that Ctrl-C interrupted it (before its state becomes FAIL: the report says why)."""
-    trial.set_user_attr(WHY, INTERRUPTED)
+    trial.set_user_attr(FAILED_BECAUSE, INTERRUPTED)
 
 
 def worker_id() -> dict[str, Any]:
@@ -56,11 +54,11 @@ def _alive(worker: dict[str, Any]) -> bool:
 
 
 def _here(trial: FrozenTrial) -> bool:
-    return bool((trial.user_attrs.get("worker") or {}).get("host") == platform.node())
+    return bool((trial.user_attrs.get(WORKER) or {}).get("host") == platform.node())
 
 
 def _mine(trial: FrozenTrial) -> bool:
-    return bool(trial.user_attrs.get("worker") == worker_id())
+    return bool(trial.user_attrs.get(WORKER) == worker_id())
 
 
 def _retried(trials: Iterable[FrozenTrial]) -> dict[int, int]:
@@ -83,7 +81,7 @@ def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTria
 
     if trial.state == TrialState.RUNNING:
         try:
-            storage.set_trial_user_attr(trial._trial_id, WHY, why)
+            storage.set_trial_user_attr(trial._trial_id, FAILED_BECAUSE, why)
             if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
                 return False
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -115,7 +113,7 @@ def retry_interrupted(study: optuna.Study, storage: BaseStorage, interrupted: di
 def _abandoned(trial: FrozenTrial, now: dt.datetime) -> bool:
     """A failed trial whose retry nobody else will make: its process here is gone, or (another host) it
     failed longer than the grace period ago, so the process that failed it did not retry it."""
-    worker = trial.user_attrs.get("worker") or {}
+    worker = trial.user_attrs.get(WORKER) or {}
     if _here(trial):
         return not _alive(worker)
     ended = trial.datetime_complete
@@ -137,7 +135,7 @@ def recover_interrupted(study: optuna.Study, storage: BaseStorage) -> list[int]:
     for trial in trials:
         if trial.number in retried:
             continue
-        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not _alive(trial.user_attrs.get("worker") or {})
+        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not _alive(trial.user_attrs.get(WORKER) or {})
         left = trial.state == TrialState.FAIL and _abandoned(trial, now)
         if (dead_here or left) and _fail_and_retry(study, storage, trial, PROCESS_GONE):
             recovered.append(trial.number)
@@ -213,6 +211,6 @@ def failed_trials(study: optuna.Study) -> tuple[FailedTrial, ...]:
     for t in trials:
         if t.state != TrialState.FAIL:
             continue
-        why = str(t.user_attrs.get(WHY) or UNSAID)
-        out.append(FailedTrial(t.number, t.user_attrs.get("role"), dict(t.params), why, retried.get(t.number)))
+        why = str(t.user_attrs.get(FAILED_BECAUSE) or UNSAID)
+        out.append(FailedTrial(t.number, t.user_attrs.get(ROLE), dict(t.params), why, retried.get(t.number)))
     return tuple(out)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from speedopt import defaults
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
+from speedopt.study._schema import PLANNED, check
 
 if TYPE_CHECKING:
     import optuna
@@ -45,8 +46,6 @@ OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 #: Attempts, and the pause between them, when another process creates the same new storage at once.
 CREATE_ATTEMPTS = 20
 CREATE_PAUSE_S = 0.5
-#: The user attrs a queued trial starts with; a retry keeps these and drops what the failed run wrote.
-PLANNED_ATTRS = ("role", "source_trial")
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _POINT = "point the command at a storage that `speedopt search` or `speedopt export` wrote"
@@ -89,7 +88,7 @@ def retry_callback() -> Callable[[optuna.Study, FrozenTrial], None]:
 
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
         planned = copy.copy(trial)
-        planned.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in PLANNED_ATTRS}
+        planned.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in PLANNED}
         retry(study, planned)
 
     return callback
@@ -370,7 +369,8 @@ def study_names(storage: BaseStorage) -> list[str]:
 
 
 def find_study(storage_url: str | None, name: str | None, need: Need = Need.EXISTING) -> optuna.Study:
-    """Load a study by name, or the only one in the storage; UsageError when that is ambiguous or absent."""
+    """Load a study by name, or the only one in the storage; UsageError when that is ambiguous or absent, or
+    when this speedopt does not read the study's schema version (:func:`~speedopt.study._schema.check`)."""
     import optuna
 
     storage = open_storage(storage_url, need)
@@ -383,4 +383,6 @@ def find_study(storage_url: str | None, name: str | None, need: Need = Need.EXIS
         name = names[0]
     if name not in names:
         raise UsageError(f"no study {name!r} in {where}; `speedopt studies` lists them")
-    return optuna.load_study(study_name=name, storage=storage)
+    study = optuna.load_study(study_name=name, storage=storage)
+    check(study)
+    return study

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from speedopt.errors import UsageError
 from speedopt.quality import cache_entries, merge_cache
+from speedopt.study._schema import read_protocol
 from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, study_names, url_for
 
 SUFFIXES = (".db", ".sqlite", ".sqlite3", ".log", ".journal")
@@ -37,7 +38,7 @@ def export(study_name: str, storage_url: str | None, out: str) -> tuple[int, int
         source = study._storage
         destination = open_storage(url_for(str(target)), Need.CREATE)
         optuna.copy_study(from_study_name=study.study_name, from_storage=source, to_storage=destination)
-        entries = cache_entries(source, study.user_attrs.get("dataset", {}).get("id"))
+        entries = cache_entries(source, read_protocol(study).dataset.id)
         merge_cache(entries, destination)
     return len(study.trials), len(entries)
 

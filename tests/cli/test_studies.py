@@ -8,7 +8,7 @@ from speedopt.cli import build_parser
 from speedopt.knobs import Knobs
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat
+from speedopt.study import Finals, Repeat, schema
 from tests.conftest import run_cli
 
 
@@ -19,8 +19,7 @@ def test_studies_lists_each_study_with_its_best(demo_yaml, tmp_path):
     assert empty.returncode == 0 and f"no studies in {url}" in empty.stdout
     proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol
     study = optuna.create_study(study_name="listed", storage=url, direction="maximize")
-    for key, value in proto.to_attrs().items():
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, proto)
     for ips, role in ((10.0, "baseline"), (15.0, None)):
         attrs = {"status": "ok", "images_per_s": ips, "config": Knobs(batch=int(ips)).to_dict(), "feasible": True, "role": role}
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=attrs))

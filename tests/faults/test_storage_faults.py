@@ -256,6 +256,7 @@ def test_a_storage_in_a_read_only_folder_is_one_line_for_search_and_still_readab
 
 def test_a_worker_on_a_storage_in_a_read_only_folder_is_one_line(faults: Faults) -> None:
     from speedopt.search import SearchConfig, plan
+    from speedopt.study import schema
 
     folder = faults.root / "frozen"
     folder.mkdir()
@@ -263,8 +264,7 @@ def test_a_worker_on_a_storage_in_a_read_only_folder_is_one_line(faults: Faults)
     data = faults.dataset()
     protocol = plan(SearchConfig(data=str(data), device="cpu", quality="off", baseline=BASELINE, trials=2)).protocol
     study = optuna.create_study(study_name="joined", storage=url, direction="maximize")
-    for key, value in protocol.to_attrs().items():  # a study speedopt made, still short of its 2 trials
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, protocol)  # a study speedopt made, still short of its 2 trials
     freeze(folder)
     faults.watch(faults.root)
     one_line_error(faults.run("worker", "--storage", url, "--study", "joined", env=_env(faults)), "read-only", str(folder / "s.db"))

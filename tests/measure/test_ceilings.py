@@ -14,7 +14,7 @@ import pytest
 
 from speedopt import data
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings, stored_ceilings
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings
 from speedopt.measure._ceilings import ceiling_knobs
 from speedopt.status import Status
 from tests.conftest import run_cli
@@ -54,12 +54,6 @@ def test_bound_binding_and_share():
     failed = Ceilings(_ok("data", 300.0), Ceiling("compute", "k", Status.OOM, "out of memory"))
     assert failed.bound is None and failed.binding is None and failed.share(50.0) is None
     assert "not measured (oom: out of memory)" in failed.compute.text()
-
-
-def test_stored_round_trip_ignores_junk():
-    attr = {"data|k": _ok("data", 1.0).to_dict(), "bad": 3}
-    assert stored_ceilings(attr) == {"data|k": _ok("data", 1.0)}
-    assert stored_ceilings(None) == {}
 
 
 def test_measure_ceilings_reuses_ok_ones_and_remeasures_failed_ones():

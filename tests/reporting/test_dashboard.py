@@ -12,6 +12,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
+from speedopt.study import schema
 from tests.conftest import EVERY_CONFIG, free_port
 
 
@@ -148,7 +149,7 @@ def test_the_probe_cache_is_not_listed_and_study_prints_its_page(tmp_path):
     from speedopt.quality import CACHE_STUDY
 
     url = f"sqlite:///{tmp_path}/list.db"
-    optuna.create_study(study_name="mine", storage=url, direction="maximize")
+    optuna.create_study(study_name="mine", storage=url, direction="maximize").set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
     optuna.create_study(study_name=CACHE_STUDY, storage=url)  # as the quality probes make it
     mine = optuna.storages.RDBStorage(url).get_study_id_from_name("mine")
     proc, base = _serve(tmp_path, url, "--study", "mine")

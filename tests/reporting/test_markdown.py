@@ -10,6 +10,7 @@ from PIL import Image
 
 from speedopt import command
 from speedopt.knobs import Knobs
+from speedopt.study import schema
 from tests.conftest import run_cli
 
 
@@ -97,7 +98,11 @@ def test_report_on_missing_or_empty_study_exit_2(searched, tmp_path):
     missing = run_cli("report", "--storage", url, "--study", "nope", cwd=work)
     assert missing.returncode == 2 and "no study 'nope'" in missing.stderr and "Traceback" not in missing.stderr
     empty_url = f"sqlite:///{tmp_path}/empty.db"
-    optuna.create_study(study_name="empty", storage=empty_url)
+    plain = optuna.create_study(study_name="empty", storage=empty_url)
+    refused = run_cli("report", "--storage", empty_url, cwd=tmp_path)
+    assert refused.returncode == 2 and "has no speedopt schema version" in refused.stderr and "re-run the search" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    plain.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
     empty = run_cli("report", "--storage", empty_url, cwd=tmp_path)
     assert empty.returncode == 2 and "no completed trial" in empty.stderr
     assert len(empty.stderr.strip().splitlines()) == 1

@@ -10,6 +10,7 @@ from speedopt.knobs import Knobs
 from speedopt.reporting import recommend
 from speedopt.reporting._trainer_run import launch
 from speedopt.search import SearchConfig, plan
+from speedopt.study import schema
 
 
 def test_verify_hands_the_trainer_a_resolved_data_yaml(demo_yaml, tmp_path, monkeypatch):
@@ -24,8 +25,7 @@ def test_verify_hands_the_trainer_a_resolved_data_yaml(demo_yaml, tmp_path, monk
     url = f"sqlite:///{tmp_path}/s.db"
     proto = plan(SearchConfig(data="cfg/data.yaml", device="cpu", quality="off", storage=url)).protocol
     study = optuna.create_study(study_name="v", storage=url, direction="maximize")
-    for key, value in proto.to_attrs().items():
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, proto)
     fast = Knobs(model="yolov5n", imgsz=96, batch=8, workers=0, amp=False)
     attrs = {"status": "ok", "images_per_s": 30.0, "config": fast.to_dict(), "feasible": True}
     study.add_trial(create_trial(state=TrialState.COMPLETE, value=30.0, user_attrs=attrs))

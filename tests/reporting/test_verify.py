@@ -28,9 +28,9 @@ from speedopt.reporting._trainer_run import (
     parse_results,
     run_trainer,
 )
-from speedopt.reporting._verify import ATTR
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
+from speedopt.study import schema
 
 # Ultralytics' save_metrics: cumulative seconds since training started, %.6g; the last row half written.
 ULTRALYTICS_CSV = (
@@ -121,8 +121,8 @@ def test_stored_record_round_trips_and_makes_the_report_section():
     study = optuna.create_study()
     assert verified_section(study) == []
     v = _verification()
-    study.set_user_attr(ATTR, v.to_dict())
-    assert Verification.from_dict(study.user_attrs[ATTR]) == v
+    schema.write_verification(study, v.to_dict())
+    assert Verification.from_dict(schema.read_verification(study)) == v
     section = "\n".join(verified_section(study))
     assert section.startswith("## Verified") and "yolo detect train data=d.yaml epochs=3" in section
     assert "| epoch time | 10.00 s | 11.00 s | +10.0 % |" in section and "median of 3 epochs (all)" in section
@@ -140,8 +140,7 @@ def test_bad_options_fail_before_any_storage_is_opened(tmp_path):
 def _stored_study(demo_yaml, url, engine="ultralytics"):
     proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url, engine=engine)).protocol
     study = optuna.create_study(study_name=f"v-{engine}", storage=url, direction="maximize")
-    for key, value in proto.to_attrs().items():
-        study.set_user_attr(key, value)
+    schema.write_protocol(study, proto)
     return study, proto
 
 
@@ -229,7 +228,7 @@ def test_verify_runs_the_recommended_command_for_real(tmp_path, capsys):
     assert "verify: epoch 1/1: " in err
     assert out.startswith("verify: ok: 1 of 1 epochs recorded")
     assert "epoch time" in out and "images/s" in out and "median of 1 epoch (all)" in out
-    stored = optuna.load_study(study_name=speedopt.best(storage=url).study, storage=url).user_attrs[ATTR]
+    stored = optuna.load_study(study_name=speedopt.best(storage=url).study, storage=url).user_attrs[schema.VERIFY]
     assert stored["status"] == "ok" and len(stored["epoch_s"]) == 1 and stored["epoch_s"][0] > 0
     assert stored["measured_epoch_s"] > 0 and stored["predicted_epoch_s"] > 0 and stored["epoch_error"] is not None
     assert stored["command"].startswith("yolo detect train ") and "epochs=1" in stored["command"]

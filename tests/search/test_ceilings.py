@@ -5,10 +5,10 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from speedopt.measure import CEILINGS_ATTR, Ceiling, Ceilings, stored_ceilings
+from speedopt.measure import Ceiling, Ceilings
 from speedopt.search._stop import reached
 from speedopt.status import Status
-from speedopt.study import CEILINGS_FOR_ATTR, stored_ranking
+from speedopt.study import schema
 from tests.conftest import run_cli
 
 
@@ -41,11 +41,11 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     assert "search stopped early" in done.stdout and "of min(ceilings)" in done.stdout, done.stdout
     study = optuna.load_study(study_name="ceil", storage=url)
     assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 1
-    found = stored_ceilings(study.user_attrs[CEILINGS_ATTR])
+    found = schema.read_ceilings(study)
     assert sorted(name.split("|")[0] for name in found) == ["compute", "data"]
     assert all(c.ok and c.images_per_s > 0 for c in found.values())
-    assert study.user_attrs[CEILINGS_FOR_ATTR] == {"baseline": 0, "recommended": 0}
-    ranking = stored_ranking(study.user_attrs)  # one config (the trainer runs workers=0 on a CPU): nothing to rank
+    assert schema.read_ceilings_for(study) == {"baseline": 0, "recommended": 0}
+    ranking = schema.read_ranking(study)  # one config (the trainer runs workers=0 on a CPU): nothing to rank
     assert ranking is not None and not ranking.ran and "nothing to rank" in ranking.message
     report = (tmp_path / "reports" / "ceil.md").read_text()
     section = report[report.index("## Ceilings"):]

@@ -7,8 +7,8 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.search._interrupt import OPTUNA_LOGGER, Interrupts
-from speedopt.study import Need, open_storage
-from speedopt.study._recovery import INTERRUPTED, WHY
+from speedopt.study import Need, open_storage, schema
+from speedopt.study._recovery import INTERRUPTED
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_ctrl_c_notes_the_trial_and_silences_optunas_traceback_of_it(study, capl
         optuna.logging.disable_propagation()
     (trial,) = study.trials
     assert interrupts.trials == {trial._trial_id: 0}
-    assert trial.state == TrialState.FAIL and trial.user_attrs[WHY] == INTERRUPTED
+    assert trial.state == TrialState.FAIL and trial.user_attrs[schema.FAILED_BECAUSE] == INTERRUPTED
     said = {r.getMessage() for r in caplog.records}
     assert said == {"Trial 7 failed with value None."}  # nothing about trial 0, no traceback
     assert not logging.getLogger(OPTUNA_LOGGER).filters  # the filter is gone after the loop

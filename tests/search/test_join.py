@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 
 from speedopt.search import SearchConfig, plan
 from speedopt.search import _open as open_mod
-from speedopt.study import Need, open_storage
+from speedopt.study import Need, open_storage, schema
 from speedopt.study import _storage as storage_mod
 
 BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
@@ -58,13 +58,14 @@ def test_a_study_whose_creator_stopped_half_way_is_set_up_by_the_next_search(sea
     assert [t.user_attrs.get("role") for t in study.trials] == ["baseline"] and "space" in study.user_attrs
 
 
-def test_an_old_study_that_stored_a_warm_start_password_keeps_it_no_longer(search):
+def test_a_search_resumes_only_a_study_of_its_schema(search):
     storage = open_storage(search.storage_url, Need.CREATE)
-    open_mod.open_study(search, storage)
-    study = optuna.load_study(study_name="race", storage=storage)
-    study.set_user_attr("warm_start", {"source": "postgresql://bob:hunter2@db/speedopt::big", "study": "big", "configs": []})
-    open_mod.open_study(search, storage)
-    assert study.user_attrs["warm_start"]["source"] == "postgresql://bob:***@db/speedopt::big"
+    study, _ = open_mod.open_study(search, storage)
+    assert study.user_attrs[schema.SCHEMA] == schema.SCHEMA_VERSION  # written once, by the creator
+    open_mod.open_study(search, storage)  # resumed
+    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION + 1)
+    with pytest.raises(storage_mod.UsageError, match="newer than this speedopt reads .*upgrade speedopt"):
+        open_mod.open_study(search, storage)
 
 
 def test_the_study_name_is_checked_before_any_storage_is_made(demo_yaml, tmp_path):

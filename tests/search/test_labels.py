@@ -10,12 +10,12 @@ import pytest
 from speedopt import data as demo_data
 from speedopt.data import _dataset
 from speedopt.engines import LabelCacheBuild, SplitLabels
-from speedopt.measure import LABELS_ATTR, LabelCaches, TrialResult
+from speedopt.measure import LabelCaches, TrialResult
 from speedopt.search import QuietView, SearchConfig, plan, run
 from speedopt.search import _memory as memory_mod
 from speedopt.search import _objective as objective_mod
 from speedopt.status import Status
-from speedopt.study import flat_attrs
+from speedopt.study import flat_attrs, schema
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
@@ -92,7 +92,7 @@ def test_the_label_caches_are_built_once_per_study_and_reach_every_trial(small, 
     run(plan(_config(small, tmp_path, trials=2)))
     assert fakes["builds"] == [[str(small.resolve())]]
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/s.db")
-    attr = study.user_attrs[LABELS_ATTR]
+    attr = study.user_attrs[schema.LABELS]
     assert set(attr["data"][str(small.resolve())]) == {"train", "val"} and attr["images"] == 52
     assert all(r.label_caches and r.label_caches[0].hash == "h1" for r in fakes["requests"])
     run(plan(_config(small, tmp_path, trials=3)))  # resumed with one more trial: the attr is there, nothing built
@@ -128,7 +128,7 @@ def test_a_real_search_builds_the_label_cache_once_and_no_trial_scans(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "building the trainer's label cache once for 28 images" in done.stderr
     study = optuna.load_study(study_name="s", storage=url)
-    attr = study.user_attrs[LABELS_ATTR]
+    attr = study.user_attrs[schema.LABELS]
     built = attr["data"][str(data.resolve())]
     assert (built["train"]["images"], built["val"]["images"]) == (24, 4) and not built["train"]["reused"]
     assert built["train"]["cache"] == str((data.parent / "labels" / "train.cache").resolve())
@@ -139,4 +139,4 @@ def test_a_real_search_builds_the_label_cache_once_and_no_trial_scans(tmp_path):
     again = run_cli(*args, "--space", str(space), cwd=tmp_path, timeout=900)
     assert again.returncode == 0, again.stderr
     assert "building the trainer's label cache" not in again.stderr
-    assert optuna.load_study(study_name="s", storage=url).user_attrs[LABELS_ATTR] == attr
+    assert optuna.load_study(study_name="s", storage=url).user_attrs[schema.LABELS] == attr

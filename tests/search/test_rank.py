@@ -6,12 +6,12 @@ import optuna
 import pytest
 
 from speedopt.knobs import Knobs
-from speedopt.measure import CEILINGS_ATTR, Ceiling, stored_ceilings
+from speedopt.measure import Ceiling
 from speedopt.measure._ceilings import key_of
 from speedopt.search import _rank as rank
 from speedopt.search._stop import hopeless, space_reached
 from speedopt.status import Status
-from speedopt.study import Domain, Ranking, Space
+from speedopt.study import Domain, Ranking, Space, schema
 from tests.conftest import run_cli
 
 
@@ -102,9 +102,9 @@ def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(dem
     )
     assert done.returncode == 0, done.stdout + done.stderr
     study = optuna.load_study(study_name="rank", storage=url)
-    ranking = rank.stored_attr(study.user_attrs)
-    assert ranking is not None and ranking.ran and ranking.configs == 3 and ranking.jobs == 4, study.user_attrs.get(rank.ATTR)
-    found = stored_ceilings(study.user_attrs[CEILINGS_ATTR])
+    ranking = schema.read_ranking(study)
+    assert ranking is not None and ranking.ran and ranking.configs == 3 and ranking.jobs == 4, ranking
+    found = schema.read_ceilings(study)
     assert sorted(n.split("|")[0] for n in found) == ["compute"] + ["data"] * 3 and all(c.ok for c in found.values())
     grid = rank.configs(study_space(study))
     assert grid is not None

@@ -124,12 +124,13 @@ def test_the_report_lists_pruned_trials_and_their_reason():
 
 def test_a_pruned_config_is_never_measured_again():
     """Pruned trials do not count as complete, so without this the sampler would propose the slow config forever."""
-    from speedopt.search._stop import PRUNED_CONFIG, duplicate_of
+    from speedopt.search._stop import duplicate_of
+    from speedopt.study import schema
 
     study = optuna.create_study(direction="maximize")
     slow = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False, cache="disk")
     study.add_trial(optuna.trial.create_trial(state=TrialState.PRUNED, params={}, distributions={},
-                                              user_attrs={PRUNED_CONFIG: slow.to_dict(), "pruned": "slow"}))
+                                              user_attrs={schema.PRUNED_CONFIG: slow.to_dict(), schema.PRUNED: "slow"}))
     failed = TrialResult(Status.ERROR, "not run", slow, slow, "cpu", "ultralytics")
     assert duplicate_of(study, slow, failed) == 0
     assert duplicate_of(study, KNOBS, failed) is None

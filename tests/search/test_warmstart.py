@@ -11,7 +11,7 @@ from speedopt import data as dataset
 from speedopt.knobs import Knobs
 from speedopt.quality import CACHE_STUDY
 from speedopt.search import adapt
-from speedopt.study import Domain, Space, flat_attrs
+from speedopt.study import Domain, Space, flat_attrs, schema
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "gpus": ["NVIDIA H200"]},
@@ -21,8 +21,9 @@ BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "g
 def _source(path, dataset_id):
     url = f"sqlite:///{path}"
     study = optuna.create_study(study_name="big-h200", storage=url, direction="maximize")
-    study.set_user_attr("dataset", {"id": dataset_id})
-    study.set_user_attr("machine", BIG)
+    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
+    study.set_user_attr(schema.DATASET, {"id": dataset_id})
+    study.set_user_attr(schema.MACHINE, BIG)
     configs = [  # (images/s there, feasible, config)
         (1000.0, False, Knobs("yolov5n", 96, 128, 32, "ram", True, 0)),  # rejected by its mAP constraint
         (900.0, True, Knobs("yolov5n", 96, 64, 16, "ram", True, 0)),
@@ -112,6 +113,8 @@ def test_a_warm_start_url_is_stored_without_its_password(demo_yaml, tmp_path):
     assert PG is not None
     name = f"warm-src-{os.getpid()}"
     source = optuna.create_study(study_name=name, storage=PG, direction="maximize")
+    for key, value in ((schema.SCHEMA, schema.SCHEMA_VERSION), (schema.DATASET, {"id": "elsewhere"}), (schema.MACHINE, BIG)):
+        source.set_user_attr(key, value)
     source.add_trial(create_trial(state=TrialState.COMPLETE, value=9.0, user_attrs={
         "status": "ok", "images_per_s": 9.0, "feasible": True, "config": Knobs("yolov5n", 64, 4, 0, "ram").to_dict()}))
     head, _, tail = PG.partition("@")

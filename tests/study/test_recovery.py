@@ -9,10 +9,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from speedopt.study import Need, open_storage, outcome
+from speedopt.study import Need, open_storage, outcome, schema
 from speedopt.study._recovery import (
     INTERRUPTED,
-    WHY,
     awaited,
     failed_trials,
     recover_interrupted,
@@ -72,7 +71,7 @@ def test_an_interrupted_trial_is_failed_and_retried_once(study):
     assert retry_interrupted(study, study._storage, {trial._trial_id: trial.number}) == []  # never twice
     states = [(t.number, t.state, t.user_attrs.get("role")) for t in study.trials]
     assert states == [(0, TrialState.FAIL, "baseline"), (1, TrialState.WAITING, "baseline")]
-    assert study.trials[0].user_attrs[WHY] == INTERRUPTED
+    assert study.trials[0].user_attrs[schema.FAILED_BECAUSE] == INTERRUPTED
 
 
 def test_a_running_trial_of_this_process_is_retried_after_ctrl_c_even_if_not_noted(study):

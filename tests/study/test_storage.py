@@ -10,7 +10,7 @@ import sqlalchemy.exc
 
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Need, check_study_name, find_study, open_storage, redact, split_source, storage_errors, study_names
+from speedopt.study import Need, check_study_name, find_study, open_storage, redact, schema, split_source, storage_errors, study_names
 from speedopt.study import _storage as storage_mod
 from speedopt.study._storage import url_for
 
@@ -159,7 +159,7 @@ def test_find_study_by_name_or_the_only_one(tmp_path):
     open_storage(url, Need.CREATE)
     with pytest.raises(UsageError, match="0 studies"):
         find_study(url, None)
-    optuna.create_study(study_name="a", storage=url)
+    optuna.create_study(study_name="a", storage=url).set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
     optuna.create_study(study_name=CACHE_STUDY, storage=url)  # internal: never counted
     assert find_study(url, None).study_name == "a" and study_names(open_storage(url)) == ["a"]
     optuna.create_study(study_name="b", storage=url)
