@@ -42,7 +42,7 @@ import speedopt
 from speedopt import data, engines
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
-from speedopt.measure import warm_worker
+from speedopt.measure import TrialProgress, warm_worker
 from speedopt.offline import cache_dir
 from speedopt.search import RANK_MODES, SearchConfig, View, plan
 
@@ -84,14 +84,14 @@ class Timeline(View):
         self._pruned(now)
         self._number, self._started, self._measured, self._probe_from = number, now, now, None
 
-    def trial_progress(self, update: dict[str, Any]) -> None:
+    def trial_progress(self, update: TrialProgress) -> None:
         # A probe runs after the trial's measurement: from the trial's last update on (a probe's own first
         # update comes only once its process has started), to the trial's end. A memory fit runs before it:
         # from the search saying so to the trial's first update.
         now = time.monotonic()
         if self._fit_from is not None:
             self.fit_s, self._fit_from = self.fit_s + now - self._fit_from, None
-        if not str(update.get("phase", "")).startswith("probe "):
+        if not update.phase.startswith("probe "):
             self._measured = now
         elif self._probe_from is None:
             self._probe_from = self._measured

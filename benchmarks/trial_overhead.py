@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 import speedopt
 from speedopt import data, engines
-from speedopt.measure import TrialResult, cold, make_request, run_trial, warm_worker
+from speedopt.measure import TrialOptions, TrialResult, make_request, run_trial, warm_worker
+from speedopt.measure._warm import cold
 from speedopt.offline import cache_dir
 
 
@@ -51,7 +52,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         demo = data.generate(f"{tmp}/demo", data.DemoSpec(train=128, val=16, width=320, height=240))
         knobs = speedopt.Knobs(model="yolov5n", imgsz=args.imgsz, batch=8, workers=0, amp=False)
-        request = make_request(str(demo), knobs, device="cpu", steps=args.steps, warmup=args.warmup, max_steps=args.steps)
+        request = make_request(str(demo), knobs, TrialOptions(device="cpu", steps=args.steps, warmup=args.warmup, max_steps=args.steps))
         rows: list[tuple[str, TrialResult]] = []
         with warm_worker("ultralytics", None, env) as worker:
             if worker is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import defaults, doctor, engines, measure, reporting, study
+from speedopt.engines import EngineName
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
@@ -26,14 +27,14 @@ def trial(
     knobs: Knobs | None = None,
     *,
     device: str | None = None,
-    engine: str = "ultralytics",
+    engine: EngineName = "ultralytics",
     yolov5_dir: str | None = None,
     steps: int = defaults.STEPS,
     warmup: int = defaults.WARMUP,
     max_steps: int | None = None,
     timeout_s: float = defaults.TRIAL_TIMEOUT_S,
     ram_limit_gb: float | None = None,
-    progress: measure.Progress | None = None,
+    progress: Callable[[measure.TrialProgress], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> TrialResult:
@@ -42,12 +43,13 @@ def trial(
     ``on_note`` hears each adjustment to the request before it runs (AMP off on a CPU, a subset of
     the images); ``progress`` gets the running trial's phase; ``on_wait`` hears that another process
     holds the host measurement lock (a search's trial: a trial never measures beside one). The
-    result's ``status`` says how it ended.
+    result's ``status`` says how it ended. The measurement options are the fields of :class:`~speedopt.measure.TrialOptions`.
     """
-    request = measure.make_request(
-        data, knobs or Knobs(), device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
-        max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
+    options = measure.TrialOptions(
+        steps=steps, max_steps=max_steps, warmup=warmup, timeout_s=timeout_s, device=device, engine=engine,
+        yolov5_dir=yolov5_dir, ram_limit_gb=ram_limit_gb,
     )
+    request = measure.make_request(data, knobs or Knobs(), options)
     if on_note:
         for note in request.notes:
             on_note(note)
@@ -61,7 +63,7 @@ def ceilings(
     knobs: Knobs | None = None,
     *,
     device: str | None = None,
-    engine: str = "ultralytics",
+    engine: EngineName = "ultralytics",
     yolov5_dir: str | None = None,
     steps: int = defaults.STEPS,
     warmup: int = defaults.WARMUP,
@@ -69,13 +71,13 @@ def ceilings(
     timeout_s: float = defaults.TRIAL_TIMEOUT_S,
     ram_limit_gb: float | None = None,
     with_trial: bool = False,
-    progress: measure.Progress | None = None,
+    progress: Callable[[measure.TrialProgress], None] | None = None,
     on_note: Callable[[str], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> tuple[measure.Ceilings, TrialResult | None]:
     """Measure the data and compute ceilings of ``knobs`` (see :mod:`speedopt.measure._ceilings`): two short
     jobs of the real trainer; with ``with_trial``, the full trial too, last, so its figure can be set
-    against min(ceilings). ``progress`` hears each job's phases with a ``job`` key (data, compute, trial)."""
+    against min(ceilings). ``progress`` hears each job's phases, its ``job`` set (data, compute, train)."""
     knobs = knobs or Knobs()
     eng = engines.get(engine, yolov5_dir=yolov5_dir)
     if not eng.supports_ceilings:
@@ -83,12 +85,13 @@ def ceilings(
     if knobs.gpus > 1:
         raise UsageError(f"ceilings are measured on one GPU (gpus={knobs.gpus} asked): give --gpus 1")
     notes: set[str] = set()
+    options = measure.TrialOptions(
+        steps=steps, max_steps=max_steps, warmup=warmup, timeout_s=timeout_s, device=device, engine=engine,
+        yolov5_dir=yolov5_dir, ram_limit_gb=ram_limit_gb,
+    )
 
     def prepare(asked: Knobs) -> measure.TrialRequest | TrialResult:
-        request = measure.make_request(
-            data, asked, device=device, engine=engine, yolov5_dir=yolov5_dir, steps=steps, warmup=warmup,
-            max_steps=max_steps, timeout_s=timeout_s, ram_limit_bytes=measure.ram_limit_bytes(ram_limit_gb),
-        )
+        request = measure.make_request(data, asked, options)
         for note in request.notes:
             if on_note and note not in notes:
                 on_note(note)
@@ -96,7 +99,7 @@ def ceilings(
         return request
 
     def run(request: measure.TrialRequest) -> TrialResult:
-        tagged = None if progress is None else (lambda update: progress({**update, "job": request.mode}))
+        tagged = None if progress is None else (lambda update: progress(dataclasses.replace(update, job=request.mode)))
         return measure.run_trial(request, progress=tagged, on_wait=on_wait)
 
     found = measure.measure_ceilings(knobs, prepare, run)
@@ -110,7 +113,7 @@ def ceilings(
 
 def _labels_first(
     request: measure.TrialRequest,
-    progress: measure.Progress | None,
+    progress: Callable[[measure.TrialProgress], None] | None,
     on_wait: Callable[[str], None] | None,
     on_note: Callable[[str], None] | None,
 ) -> measure.TrialRequest:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from speedopt.engines import model_argument
 from speedopt.errors import UsageError
-from speedopt.knobs import MODEL_SCALES, Knobs, parse_value
+from speedopt.knobs import CACHE_MODES, MODEL_SCALES, CacheMode, Knobs, parse_value
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,9 @@ def _model_value(text: str) -> str:
     return stem if stem in MODEL_SCALES else text
 
 
-def _cache_value(value: object) -> str:
-    text = str(value).lower()
-    return {"false": "none", "none": "none", "true": "ram", "ram": "ram", "disk": "disk"}[text]
+def _cache_value(value: object) -> CacheMode:
+    modes: dict[str, CacheMode] = {"false": "none", "none": "none", "true": "ram", "ram": "ram", "disk": "disk"}
+    return modes[str(value).lower()]
 
 
 def _bool_value(value: object) -> bool:
@@ -243,8 +243,8 @@ def parse_train_py(command: str) -> ClassicCommand:
         raise UsageError(f"cannot read the train.py command: {exc}") from None
     gpus, rest = _split_launcher(words)
     opt, _ = _flags().parse_known_args(rest)
-    cache = opt.cache or "none"
-    if cache not in ("none", "ram", "disk"):
+    cache: CacheMode = opt.cache or "none"
+    if cache not in CACHE_MODES:
         raise UsageError(f"cannot read the train.py command: --cache {opt.cache!r} (expected ram or disk)")
     knobs = Knobs(
         model=_model(opt.weights, opt.cfg),

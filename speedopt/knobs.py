@@ -10,12 +10,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from speedopt.errors import UsageError
 
 MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
-CACHE_MODES = ("none", "ram", "disk")
+CacheMode = Literal["none", "ram", "disk"]  # the trainer's image cache: none, in RAM, .npy files on disk
+CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 #: ``original``: the dataset as given; ``resized``: the copy ``speedopt prepare`` made at the trial's imgsz.
 DATA_MODES = ("original", "resized")
 STRIDE = 32  # YOLOv5 P5 models: the largest stride, so imgsz must be a multiple of it
@@ -49,7 +50,7 @@ class Knobs:
     imgsz: int = 640
     batch: int = 16
     workers: int = 8
-    cache: str = "none"
+    cache: CacheMode = "none"
     amp: bool = True
     freeze: int = 0
     data: str = "original"  # DATA_MODES: the images the trainer reads (a resized copy is another data.yaml)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from speedopt import defaults
-from speedopt.engines import NAMES
-from speedopt.knobs import Knobs, parse_bool
-
-TEST_DOUBLE = "standin"  # speedopt's own stand-in engine (tests/, benchmarks/): accepted, never offered
+from speedopt import defaults, engines
+from speedopt.engines import NAMES, EngineName
+from speedopt.errors import UsageError
+from speedopt.knobs import CACHE_MODES, Knobs, parse_bool
+from speedopt.measure import TrialOptions
 
 
 class Parser(argparse.ArgumentParser):
@@ -55,12 +55,13 @@ def add_study(parser: argparse.ArgumentParser, required: bool = False, default_h
     parser.add_argument("--study", required=required, default=None, help=f"study name (default: {default_help})" if not required else "the study")
 
 
-def engine_name(text: str) -> str:
+def engine_name(text: str) -> EngineName:
     """An ``--engine`` value: a user's trainer, or the stand-in test double, which tests reach this way and
     ``--help`` does not list."""
-    if text in NAMES or text == TEST_DOUBLE:
-        return text
-    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(NAMES)})")
+    try:
+        return engines.engine_name(text)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(NAMES)})") from None
 
 
 def add_engine(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +83,7 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--imgsz", type=integer, default=640, help="train image size, multiple of 32 (default 640)")
     parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
     parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
-    parser.add_argument("--cache", default="none", choices=("none", "ram", "disk"), help="image cache (default none)")
+    parser.add_argument("--cache", default="none", choices=CACHE_MODES, help="image cache (default none)")
     parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
     parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
 
@@ -125,6 +126,15 @@ def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
         help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
     )
     add_engine(parser)
+
+
+def trial_options(args: argparse.Namespace, timeout_s: float) -> TrialOptions:
+    """The options given by :func:`add_measurement` (``timeout_s``: its per-trial timeout flag's value); their
+    field names are the Python API's keyword arguments (:func:`speedopt.trial`, :func:`speedopt.ceilings`)."""
+    return TrialOptions(
+        steps=args.steps, max_steps=args.max_steps, warmup=args.warmup, timeout_s=timeout_s, device=args.device,
+        engine=args.engine, yolov5_dir=args.yolov5_dir, ram_limit_gb=args.ram_limit,
+    )
 
 
 def quiet_optuna() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -11,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from speedopt.knobs import Knobs, knobs_text
-from speedopt.measure import TrialResult, phase_text
+from speedopt.measure import TrialProgress, TrialResult
 from speedopt.quality import Feasibility, Verdict
 from speedopt.search import SearchPlan, View
 from speedopt.study import SearchOutcome, TrialRecord, redact
@@ -115,9 +114,9 @@ class PlainView(View):
         self.track.trial_started = time.monotonic()
         self._say(f"{self.track.headline()}\n  trial {number}: measuring {knobs_text(knobs)}")
 
-    def trial_progress(self, update: dict[str, Any]) -> None:
-        if str(update["phase"]).startswith("probe") and update.get("done") == update.get("of"):
-            self._say(f"  {phase_text(update)}")
+    def trial_progress(self, update: TrialProgress) -> None:
+        if update.phase.startswith("probe") and update.done == update.of:
+            self._say(f"  {update.text()}")
 
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.track.finish(number, result, baseline, verdict)
@@ -192,8 +191,8 @@ class LiveView(PlainView):
         self.track.trial_started = time.monotonic()
         self.running, self.phase = f"trial {number} ({knobs_text(knobs)})", "setup"
 
-    def trial_progress(self, update: dict[str, Any]) -> None:
-        self.phase = phase_text(update)
+    def trial_progress(self, update: TrialProgress) -> None:
+        self.phase = update.text()
 
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.track.finish(number, result, baseline, verdict)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
 from rich.console import Console
 
 import speedopt
-from speedopt.cli._options import add_knobs, add_measurement, knobs_of
-from speedopt.measure import phase_text
+from speedopt.cli._options import add_knobs, add_measurement, knobs_of, trial_options
+from speedopt.measure import TrialProgress
 
 NAME = "ceilings"
 EXIT = """exit status: 0 when both ceilings (and the trial, with --trial) measured ok, 1 when one ended oom,
@@ -39,17 +40,15 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    said: dict[str, Any] = {"job": None}
+    said: dict[str, str | None] = {"job": None}
 
-    def progress(update: dict[str, Any]) -> None:
-        if update.get("job") != said["job"]:
-            err.print(f"ceilings: {update.get('job')}: {phase_text(update)}", highlight=False)
-            said["job"] = update.get("job")
+    def progress(update: TrialProgress) -> None:
+        if update.job != said["job"]:
+            err.print(f"ceilings: {update.job}: {update.text()}", highlight=False)
+            said["job"] = update.job
 
     found, trial = speedopt.ceilings(
-        args.data, knobs_of(args), device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
-        steps=args.steps, warmup=args.warmup, max_steps=args.max_steps, timeout_s=args.timeout,
-        ram_limit_gb=args.ram_limit, with_trial=args.trial, progress=progress,
+        args.data, knobs_of(args), **dataclasses.asdict(trial_options(args, args.timeout)), with_trial=args.trial, progress=progress,
         on_note=lambda note: err.print(f"note: {note}", highlight=False),
         on_wait=lambda message: err.print(f"ceilings: {message}", highlight=False),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from speedopt import data
 from speedopt.cli._options import integer
@@ -34,7 +34,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--data", required=True, metavar="YAML", help="the dataset's data.yaml")
     parser.add_argument("--imgsz", required=True, type=integer, metavar="N", help="long side in pixels, a multiple of 32 (use your training --imgsz)")
     parser.add_argument(
-        "--format", default="jpg", choices=data.PREPARE_FORMATS,
+        "--format", default="jpg", choices=get_args(data.PrepareFormat),
         help="jpg (default; JPEG at --quality), png (lossless), npy (lossless png + decoded .npy arrays: fastest to read, largest)",
     )
     parser.add_argument("--quality", type=integer, default=100, metavar="Q", help="JPEG quality 1-100 for --format jpg (default 100)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import get_args
 
 from rich.console import Console
 
@@ -12,8 +13,9 @@ import speedopt
 from speedopt import defaults
 from speedopt.cli._options import add_measurement, add_storage, add_study, fraction, integer, quiet_optuna, seconds
 from speedopt.cli._progress import view_for
+from speedopt.data import PrepareFormat
 from speedopt.knobs import knobs_text
-from speedopt.quality import LOW_MAP, signature_text, unchecked_knobs, unchecked_text
+from speedopt.quality import LOW_MAP, QualityMode, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
 from speedopt.study import SearchOutcome
@@ -84,7 +86,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
     quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
     quality.add_argument(
-        "--quality", default="probe", choices=("probe", "all", "off"),
+        "--quality", default="probe", choices=get_args(QualityMode),
         help="probe (default): probe a signature only when its speed could make it the best feasible trial; "
         "all: probe every signature the search measures (fills the probe cache that later studies reuse); "
         "off: keep accuracy knobs at the baseline, no probes",
@@ -118,7 +120,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "configs are adapted to this machine and run right after the baseline, its probes reused if the dataset matches",
     )
     parser.add_argument(
-        "--prepare", default=None, choices=("jpg", "png", "npy"), metavar="FORMAT",
+        "--prepare", default=None, choices=get_args(PrepareFormat), metavar="FORMAT",
         help="first make a resized copy of the dataset at each imgsz in the space (as `speedopt prepare` does; "
         "resumable, reused by later searches) and search the data knob: original or resized. png and npy are "
         "lossless, the very pixels the trainer would compute, so they are searched with --quality off too; "

@@ -6,14 +6,14 @@ import argparse
 import dataclasses
 import json
 import signal
-from typing import Any
+from collections.abc import Callable
 
 from rich.console import Console
 
 import speedopt
-from speedopt.cli._options import add_knobs, add_measurement, integer, knobs_of
+from speedopt.cli._options import add_knobs, add_measurement, integer, knobs_of, trial_options
 from speedopt.cli._render import trial_table
-from speedopt.measure import phase_text
+from speedopt.measure import TrialProgress
 
 NAME = "trial"
 EXIT = """exit status: 0 when the trial ran (status ok), 1 when it ended oom, timeout, infeasible or
@@ -42,14 +42,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def _printer(console: Console) -> Any:
+def _printer(console: Console) -> Callable[[TrialProgress], None]:
     """Plain phase lines for a log or a pipe: one per phase, and the last step of each."""
-    state: dict[str, Any] = {"phase": None}
+    state: dict[str, str | None] = {"phase": None}
 
-    def plain(update: dict[str, Any]) -> None:
-        if update["phase"] != state["phase"] or update.get("done") == update.get("of"):
-            console.print(f"trial: {phase_text(update)}", highlight=False)
-            state["phase"] = update["phase"]
+    def plain(update: TrialProgress) -> None:
+        if update.phase != state["phase"] or update.done == update.of:
+            console.print(f"trial: {update.text()}", highlight=False)
+            state["phase"] = update.phase
 
     return plain
 
@@ -68,16 +68,14 @@ def run(args: argparse.Namespace) -> int:
     _interrupt_on_sigterm()
     err = Console(stderr=True)
     knobs = dataclasses.replace(knobs_of(args), gpus=args.gpus)
-    options: dict[str, Any] = dict(
-        device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir, steps=args.steps, warmup=args.warmup,
-        max_steps=args.max_steps,
-        timeout_s=args.timeout, ram_limit_gb=args.ram_limit, on_note=lambda note: err.print(f"note: {note}", highlight=False),
+    options = dict(
+        **dataclasses.asdict(trial_options(args, args.timeout)),
+        on_note=lambda note: err.print(f"note: {note}", highlight=False),
         on_wait=lambda message: err.print(f"trial: {message}", highlight=False),
-
     )
     if err.is_terminal:
         with err.status("trial: setup (dataset scan, cache fill, model build)") as status:
-            result = speedopt.trial(args.data, knobs, progress=lambda u: status.update(f"trial: {phase_text(u)}"), **options)
+            result = speedopt.trial(args.data, knobs, progress=lambda u: status.update(f"trial: {u.text()}"), **options)
     else:
         result = speedopt.trial(args.data, knobs, progress=_printer(err), **options)
     if args.json:

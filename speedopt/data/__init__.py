@@ -3,8 +3,7 @@ pre-resized copy (:func:`prepare`, found again by :func:`find_copy`)."""
 
 from speedopt.data._dataset import Dataset, DatasetFingerprint, estimate_ram_cache_bytes, fingerprint, label_path, load
 from speedopt.data._demo import FORMATS, PHOTOS, DemoSpec, generate, parse_size
-from speedopt.data._manifest import FORMATS as PREPARE_FORMATS
-from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareReport, PrepareSpec, check_spec
+from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec, check_spec
 from speedopt.data._plan import default_out, source_id
 from speedopt.data._prepare import find_copy, prepare
 from speedopt.data._root import resolution_env, settings_file, write_trainer_yaml
@@ -27,7 +26,7 @@ __all__ = [
     "settings_file",
     "write_trainer_yaml",
     "MANIFEST",
-    "PREPARE_FORMATS",
+    "PrepareFormat",
     "PrepareReport",
     "PrepareSpec",
     "PreparedCopy",

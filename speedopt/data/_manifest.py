@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 from speedopt.errors import UsageError
 from speedopt.knobs import MAX_IMGSZ, STRIDE
 from speedopt.version import __version__
 
-FORMATS = ("jpg", "png", "npy")
+PrepareFormat = Literal["jpg", "png", "npy"]  # a copy's image files: JPEG, PNG, or PNG with the decoded .npy beside it
+FORMATS: tuple[PrepareFormat, ...] = get_args(PrepareFormat)
 MANIFEST = "speedopt-prepared.json"  # written into the copy's root LAST, when the copy is complete and verified
 MARKER = ".speedopt-preparing"  # written FIRST: the folder is a copy in progress (and ours to rewrite)
 YAML = "data.yaml"
@@ -25,7 +26,7 @@ class PrepareSpec:
     """What copy to make: long side ``imgsz`` (a multiple of the stride), file format, JPEG quality."""
 
     imgsz: int  # long side; a positive multiple of 32 (speedopt.knobs.STRIDE), at most speedopt.knobs.MAX_IMGSZ
-    format: str = "jpg"
+    format: PrepareFormat = "jpg"
     quality: int = 100  # JPEG quality 1..100 (ignored for png/npy: check_spec sets it to 100 there)
 
     @property
@@ -38,7 +39,7 @@ class PrepareSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrepareSpec:
-        return cls(imgsz=int(data["imgsz"]), format=str(data["format"]), quality=int(data["quality"]))
+        return cls(imgsz=int(data["imgsz"]), format=cast(PrepareFormat, str(data["format"])), quality=int(data["quality"]))
 
 
 @dataclass(frozen=True)

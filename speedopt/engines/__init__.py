@@ -7,6 +7,7 @@ their methods, so importing speedopt never imports a trainer.
 from __future__ import annotations
 
 import importlib
+from typing import Literal, get_args
 
 from speedopt.engines._base import (
     MODES,
@@ -22,21 +23,30 @@ from speedopt.engines._base import (
 from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, model_argument
 from speedopt.errors import UsageError
 
-_ENGINES = {
+Trainer = Literal["ultralytics", "yolov5"]  # the trainers a user picks
+EngineName = Literal[Trainer, "standin"]  # and the stand-in: speedopt's own test double (tests/, benchmarks/)
+
+_ENGINES: dict[EngineName, tuple[str, str]] = {
     "ultralytics": ("speedopt.engines.ultralytics", "UltralyticsEngine"),
     "yolov5": ("speedopt.engines.yolov5", "Yolov5Engine"),
     "standin": ("speedopt.engines.standin", "StandinEngine"),  # a tiny net: speedopt's own checks (DDP on CPU)
 }
 
-NAMES = ("ultralytics", "yolov5")  # the trainers a user picks; the stand-in is speedopt's own test double
+NAMES: tuple[Trainer, ...] = get_args(Trainer)  # offered to the user; the stand-in is accepted, never listed
+_ALL: tuple[EngineName, ...] = get_args(EngineName)
+
+
+def engine_name(text: str) -> EngineName:
+    """``text`` as an engine's name; UsageError naming the trainers when no engine has it (the stand-in unlisted)."""
+    for name in _ALL:
+        if text == name:
+            return name
+    raise UsageError(f"unknown engine {text!r}; available: {', '.join(NAMES)}")
 
 
 def get(name: str, yolov5_dir: str | None = None) -> Engine:
     """Instantiate the engine called ``name``; ``yolov5_dir`` is the classic engine's checkout (optional)."""
-    try:
-        module, cls = _ENGINES[name]
-    except KeyError:
-        raise UsageError(f"unknown engine {name!r}; available: {', '.join(NAMES)}") from None  # the stand-in unlisted
+    module, cls = _ENGINES[engine_name(name)]
     engine_class: type[Engine] = getattr(importlib.import_module(module), cls)
     if name == "yolov5":
         return engine_class(yolov5_dir)  # type: ignore[call-arg]
@@ -49,6 +59,7 @@ __all__ = [
     "MODES",
     "Clock",
     "Engine",
+    "EngineName",
     "EngineReport",
     "LabelCacheBuild",
     "NAMES",
@@ -58,6 +69,7 @@ __all__ = [
     "TrainRun",
     "PG_TIMEOUT_ENV",
     "ddp_rank",
+    "engine_name",
     "get",
     "model_argument",
 ]

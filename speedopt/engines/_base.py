@@ -1,7 +1,7 @@
 """The engine interface: how speedopt drives one trainer for one trial.
 
 An engine builds the real trainer with the trial's knobs and wires the trainer's own batch hooks
-to a step clock (:class:`~speedopt.measure.StepClock`), which stops training (by raising
+to a step clock (:class:`~speedopt.measure._clock.StepClock`), which stops training (by raising
 :class:`~speedopt.status.TrialFinished`) once warm-up and measured steps are done. Everything else
 (process isolation, timeout, telemetry, the result) is the job runner's, shared by all engines.
 A new trainer is one new file: a subclass with :meth:`Engine.version` and :meth:`Engine.train`;
@@ -30,7 +30,7 @@ from speedopt.knobs import Knobs
 
 
 class Clock(Protocol):
-    """What an engine calls around each batch (see :class:`speedopt.measure.StepClock`)."""
+    """What an engine calls around each batch (see :class:`speedopt.measure._clock.StepClock`)."""
 
     def batch_start(self) -> None: ...
 

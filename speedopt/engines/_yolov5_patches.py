@@ -10,7 +10,7 @@
 - ``validate.run`` -> timed, in validation-timing jobs; instant with zero scores in speed trials, whose
   window may cross an epoch end (see :func:`no_validation`): the rest of train.py's epoch-end work
   (scheduler, EMA attributes, the loader's next pass) then lands in the next step, counted as waiting
-  for data (see :class:`~speedopt.measure.StepClock`);
+  for data (see :class:`~speedopt.measure._clock.StepClock`);
 
 - ``numpy.trapz`` -> ``numpy.trapezoid`` where NumPy 2.4 removed it (the classic metrics call it).
 

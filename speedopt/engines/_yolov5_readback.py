@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt.engines._common import frozen_prefix
-from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.knobs import MODEL_SCALES, CacheMode, Knobs
 
 
 def knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool) -> Knobs:
@@ -24,6 +24,7 @@ def knobs_as_run(asked: Knobs, model: Any, loader: Any, dataset: Any, amp: bool)
 
 def loader_knobs(asked: Knobs, loader: Any, dataset: Any) -> Knobs:
     """The data knobs read back from train.py's train loader and dataset (the model's as asked)."""
+    cache: CacheMode
     if all(im is not None for im in dataset.ims):
         cache = "ram"
     elif asked.cache == "disk" and all(Path(f).exists() for f in dataset.npy_files):

@@ -26,7 +26,7 @@ and :func:`_patch_trainer` (one trainer instance):
 A trial's window crosses an epoch end when the train set holds fewer images than its batches: the
 trainer then runs its epoch-end work (scheduler, EMA attributes, a new pass of the loader; with
 ``val=False`` no validation before the final epoch, with ``save=False`` no checkpoint) and the step
-clock counts it in the next step, as waiting for data (see :class:`~speedopt.measure.StepClock`).
+clock counts it in the next step, as waiting for data (see :class:`~speedopt.measure._clock.StepClock`).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
 COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
-KNOBS_OF: dict[str, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
-_WHAT = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
+KNOBS_OF: dict[CeilingKind, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
+_WHAT: dict[CeilingKind, str] = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
 
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
@@ -109,7 +109,7 @@ class Ceilings:
         return min(self.data.images_per_s or 0.0, self.compute.images_per_s or 0.0)
 
     @property
-    def binding(self) -> str | None:
+    def binding(self) -> CeilingKind | None:
         """``data`` or ``compute``: the lower ceiling, which bounds the config (None without both)."""
         if self.bound is None:
             return None

@@ -1,4 +1,5 @@
-"""Input checks shared by one trial (:func:`make_request`) and a whole search (:func:`speedopt.search.plan`).
+"""Input checks shared by one trial (:func:`make_request`) and a whole search (:func:`speedopt.search.plan`);
+the trial's own options check themselves (:meth:`~speedopt.measure.TrialOptions.check`).
 
 Each raises :class:`~speedopt.errors.UsageError` with one line naming the bad value and the fix, so
 bad input never reaches a child process or a storage.
@@ -13,24 +14,11 @@ from pathlib import Path
 
 import psutil
 
-from speedopt import defaults, engines, machine
+from speedopt import defaults, machine
 from speedopt.data import Dataset, estimate_ram_cache_bytes
 from speedopt.engines import Engine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
-
-
-def check_protocol(
-    steps: int, warmup: int, timeout_s: float, timeout_flag: str = "--timeout", max_steps: int | None = None
-) -> None:
-    """Measured steps (minimum and maximum), warm-up batches and the per-trial timeout."""
-    if steps < 2:
-        raise UsageError(f"--steps must be at least 2 (measured steps), got {steps}")
-    if max_steps is not None and max_steps < steps:
-        raise UsageError(f"--max-steps must be at least --steps ({steps}), got {max_steps}")
-    if warmup < 1:
-        raise UsageError(f"--warmup must be at least 1 (the first batches build workers and caches), got {warmup}")
-    positive(timeout_s, timeout_flag, "seconds")
 
 
 def positive(value: float, flag: str, unit: str) -> float:
@@ -44,21 +32,9 @@ def positive(value: float, flag: str, unit: str) -> float:
     return value
 
 
-def installed_engine(name: str, yolov5_dir: str | None) -> Engine:
-    """The engine called ``name``, with its trainer installed (else one line saying how to install it)."""
-    engine = engines.get(name, yolov5_dir=yolov5_dir)
-    if engine.version() is None:
-        raise UsageError(f"the {name} trainer is not installed; {engine.install_hint or f'pip install {name}'}")
-    return engine
-
-
-def checkout_path(yolov5_dir: str | None) -> str | None:
-    """The classic engine's checkout as an absolute path (None: the yolov5 package)."""
-    return str(Path(yolov5_dir).expanduser().resolve()) if yolov5_dir else None
-
-
-def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, dict[str, str]]:
-    """The knobs as they can run on ``device`` with this trainer, and a note per knob it changed.
+def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, dict[str, str], str]:
+    """The knobs as they can run on ``device`` with this trainer, a note per knob it changed, and the device
+    they run on (:func:`check_gpus`: a ``gpus=G`` run's first G GPUs; UsageError when it cannot run).
 
     Knobs the trainer has no switch for take the value it always runs; AMP needs CUDA.
     """
@@ -70,14 +46,7 @@ def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, 
     if knobs.amp and device == "cpu":
         knobs = dataclasses.replace(knobs, amp=False)
         notes["amp"] = "amp=off: AMP needs CUDA and this runs on the CPU"
-    return knobs, notes
-
-
-def ram_limit_bytes(gib: float | None) -> int | None:
-    """``--ram-limit`` in bytes (None: what is free)."""
-    if gib is None:
-        return None
-    return int(positive(gib, "--ram-limit", "GiB") * 2**30)
+    return knobs, notes, check_gpus(knobs, engine, device)
 
 
 def ram_available(limit_bytes: int | None) -> int:

@@ -16,7 +16,8 @@ from typing import Any
 
 from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.measure._jobs import LabelsJob
-from speedopt.measure._runner import Progress, run_job
+from speedopt.measure._progress import Progress
+from speedopt.measure._runner import run_job
 from speedopt.offline import cache_dir
 
 #: For the printed command when it launches several GPUs (DDP): the scan is rank 0's, before the others start.

@@ -11,19 +11,11 @@ from typing import ClassVar
 from speedopt import defaults, machine
 from speedopt import knobs as knobs_mod
 from speedopt.data import Dataset, load
-from speedopt.engines import SplitLabels
+from speedopt.engines import EngineName, SplitLabels
 from speedopt.isolation import check_lock, manifest_dir
 from speedopt.knobs import Knobs
-from speedopt.measure._checks import (
-    adjust_to_device,
-    check_gpus,
-    check_protocol,
-    checkout_path,
-    disk_cache_refusal,
-    gpus_refusal,
-    installed_engine,
-    ram_cache_refusal,
-)
+from speedopt.measure._checks import adjust_to_device, disk_cache_refusal, gpus_refusal, ram_cache_refusal
+from speedopt.measure._options import TrialOptions
 from speedopt.offline import cache_dir
 
 
@@ -38,7 +30,7 @@ class TrialRequest:
     knobs: Knobs  # as they will run (normalised, adjusted to this machine)
     requested: Knobs  # as the user asked
     device: str
-    engine: str = "ultralytics"
+    engine: EngineName = "ultralytics"
     yolov5_dir: str | None = None  # the classic engine's checkout (absolute); None: the yolov5 package
     steps: int = defaults.STEPS  # the minimum measured steps
     warmup: int = defaults.WARMUP
@@ -63,35 +55,27 @@ class TrialRequest:
 def make_request(
     data: str | Dataset,
     requested: Knobs,
-    device: str | None = None,
-    engine: str = "ultralytics",
-    steps: int = defaults.STEPS,
-    warmup: int = defaults.WARMUP,
-    timeout_s: float = defaults.TRIAL_TIMEOUT_S,
+    options: TrialOptions | None = None,
+    *,
     epochs: int = defaults.EPOCHS,
     seed: int = defaults.SEED,
-    ram_limit_bytes: int | None = None,
-    yolov5_dir: str | None = None,
-    max_steps: int | None = None,
     label_caches: Sequence[SplitLabels] = (),
 ) -> TrialRequest:
     """Check every input (raising UsageError) and decide how the trial runs on this machine.
 
     ``data``: a data.yaml path, or the :class:`~speedopt.data.Dataset` already loaded from one (a study
-    lists its image folders once, not per trial). ``max_steps`` (default: defaults.MAX_STEPS_FACTOR x
-    ``steps``) bounds the adaptive window. ``label_caches``: the full splits' label caches built for
-    this data.yaml (a study's labels job); the trial takes its subset's labels from them.
+    lists its image folders once, not per trial). ``options``: how it is measured and where (default:
+    the CLI's defaults). ``label_caches``: the full splits' label caches built for this data.yaml (a
+    study's labels job); the trial takes its subset's labels from them.
     """
-    check_protocol(steps, warmup, timeout_s, max_steps=max_steps)
+    options = options or TrialOptions()
+    eng = options.check()
     check_lock()
-    most = defaults.max_steps(steps, max_steps)
-    eng = installed_engine(engine, yolov5_dir)
+    steps, warmup, most = options.steps, options.warmup, options.most_steps
     ds = data if isinstance(data, Dataset) else load(data)
     knobs, notes = knobs_mod.validate(requested)
-    dev = machine.parse_device(device)
-    knobs, adjusted = adjust_to_device(knobs, eng, dev)
+    knobs, adjusted, dev = adjust_to_device(knobs, eng, machine.parse_device(options.device))
     notes += adjusted.values()
-    dev = check_gpus(knobs, eng, dev)
     if knobs.gpus > 1:  # every rank stops on its own clock: they must stop at the same step, so no adaptive window
         most = steps
         notes.append(
@@ -108,7 +92,7 @@ def make_request(
     if infeasible:
         pass
     elif knobs.cache == "ram":
-        infeasible = ram_cache_refusal(ds, knobs.imgsz, ram_limit_bytes)
+        infeasible = ram_cache_refusal(ds, knobs.imgsz, options.ram_limit_bytes)
     elif knobs.cache == "disk":
         manifest_dir()  # where the .npy files it may add are recorded: checked now, not after the set-up
         infeasible = disk_cache_refusal([*ds.train_images[:images], *ds.val_images])
@@ -117,11 +101,11 @@ def make_request(
         knobs=knobs,
         requested=requested,
         device=dev,
-        engine=engine,
-        yolov5_dir=checkout_path(yolov5_dir),
+        engine=options.engine,
+        yolov5_dir=options.checkout,
         steps=steps,
         warmup=warmup,
-        timeout_s=timeout_s,
+        timeout_s=options.timeout_s,
         max_steps=most,
         queued=queued,
         epochs=epochs,

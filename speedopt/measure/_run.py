@@ -20,9 +20,10 @@ from speedopt.data import Dataset, load
 from speedopt.isolation import measuring, npy_manifest, recorded_npy, sweep
 from speedopt.knobs import Knobs
 from speedopt.measure._jobs import JobOutcome
+from speedopt.measure._progress import Progress
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
-from speedopt.measure._runner import Progress, run_job
+from speedopt.measure._runner import run_job
 from speedopt.status import Status
 
 

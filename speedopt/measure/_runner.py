@@ -37,13 +37,13 @@ from speedopt.isolation import (
 from speedopt.measure._ddp import merge_ranks, run_ranks
 from speedopt.measure._jobs import Job, JobOutcome, job_to_json
 from speedopt.measure._launch import sweep_launches
+from speedopt.measure._progress import Progress, TrialProgress
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._warm import WarmWorker, current
 from speedopt.measure._workdir import read_json
 from speedopt.status import Status
 
 CHILD = "speedopt.measure._child"
-Progress = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,7 @@ class _Exit:
     returncode: int | None
     log_tail: str
     wall_s: float
-    last_progress: dict[str, Any] | None
-
-
-def phase_text(update: dict[str, Any]) -> str:
-    """``measure 3/20`` (or ``setup``) from a child's progress update."""
-    where = f" {update['done']}/{update['of']}" if "done" in update else ""
-    return f"{update.get('phase', 'setup')}{where}"
+    last_progress: TrialProgress | None
 
 
 def run_job(
@@ -73,7 +67,7 @@ def run_job(
     """Run ``job`` in its own process under the host lock; always returns how it ended.
 
     ``owner`` names the holder of the host lock for whoever waits on it (a study name);
-    ``progress`` gets the child's progress dicts (``phase``, ``done``, ``of``) as they change.
+    ``progress`` gets the child's progress (:class:`TrialProgress`) each time it changes.
     """
     env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
     with measuring(owner, on_wait=on_wait):
@@ -99,7 +93,7 @@ def run_job(
 def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:
     """Every way a child can end, as one status and a one-line message."""
     if seen.timed_out:
-        where = phase_text(seen.last_progress or {})
+        where = (seen.last_progress or TrialProgress()).text()
         return Status.TIMEOUT, f"{job.kind} exceeded {job.timeout_flag} {job.timeout_s:g} s during {where}"
     if seen.result is not None:
         return Status(seen.result["status"]), str(seen.result["message"])
@@ -138,7 +132,7 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
             returncode=code,
             log_tail=log_tail(workdir / "child.log"),
             wall_s=time.monotonic() - started,
-            last_progress=read_json(workdir / "progress.json"),
+            last_progress=_progress(workdir),
         )
     finally:
         remove_private_folder(workdir)
@@ -183,20 +177,26 @@ def _run_forked(
     return timed_out, code
 
 
+def _progress(workdir: Path) -> TrialProgress | None:
+    """The child's last progress update (``progress.json``; None before its first, or while it is unreadable)."""
+    state = read_json(workdir / "progress.json")
+    return TrialProgress.from_dict(state) if state else None
+
+
 class _Forward:
     """Hands the child's progress (``progress.json``) to the caller's callback each time it changes."""
 
     def __init__(self, workdir: Path, progress: Progress | None):
         self.workdir, self.progress = workdir, progress
-        self.last: dict[str, Any] | None = None
+        self.last: TrialProgress | None = None
 
     def __call__(self) -> None:
         if self.progress is None:
             return
-        state = read_json(self.workdir / "progress.json")
-        if state and state != self.last:
-            self.progress(state)
-            self.last = state
+        update = _progress(self.workdir)
+        if update and update != self.last:
+            self.progress(update)
+            self.last = update
 
 
 def _temp_inside(workdir: Path) -> dict[str, str]:

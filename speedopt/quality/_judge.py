@@ -12,13 +12,13 @@ it the best feasible trial so far) and cached (:mod:`speedopt.quality._cache`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from speedopt import machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import ProbeJob, Progress, run_job
+from speedopt.measure import ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
 from speedopt.quality._policy import (
@@ -124,7 +124,7 @@ class Judge:
     storage: BaseStorage
     owner: str  # who holds the host lock while probing (the study name)
     on_wait: Callable[[str], None] | None = None
-    progress: Progress | None = None
+    progress: Callable[[TrialProgress], None] | None = None
     ran: int = field(default=0, init=False)
     hits: int = field(default=0, init=False)
     _cache: ProbeCache | None = field(default=None, init=False)
@@ -160,9 +160,9 @@ class Judge:
         )
         label = f"probe {signature_text(sig)} seed {seed}"
 
-        def show(update: dict[str, Any]) -> None:
+        def show(update: TrialProgress) -> None:
             if self.progress:
-                self.progress({**update, "phase": f"{label}: {update['phase']}"})
+                self.progress(replace(update, phase=f"{label}: {update.phase}"))
 
         outcome = run_job(job, self.owner, show, self.on_wait)
         self.ran += 1

@@ -10,7 +10,7 @@ import enum
 import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from speedopt import defaults
 from speedopt.data import Dataset, label_path
@@ -22,6 +22,9 @@ from speedopt.quality._checkpoint import foreign, peek
 ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
 BASELINE_SEEDS = (0, 1)
 LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
+#: ``--quality``: probe a signature only when it could be the best (lazy), probe every one, or keep accuracy knobs
+QualityMode = Literal["probe", "all", "off"]
+_MODES: tuple[QualityMode, ...] = get_args(QualityMode)
 
 
 class Feasibility(str, enum.Enum):
@@ -98,7 +101,7 @@ def parse_max_loss(text: str) -> MaxLoss:
 class Policy:
     """How accuracy is judged in a study; stored in its attrs so workers judge alike."""
 
-    mode: str = "probe"  # probe (lazy) | all (every signature) | off
+    mode: QualityMode = "probe"
     max_loss: str = defaults.MAX_MAP_LOSS
     epochs: int = defaults.PROBE_EPOCHS
     fraction: float = defaults.PROBE_FRACTION
@@ -160,7 +163,7 @@ def check_weights(text: str) -> tuple[str, str]:
 
 
 def make_policy(
-    mode: str,
+    mode: QualityMode,
     max_loss: str,
     epochs: int,
     fraction: float,
@@ -169,7 +172,7 @@ def make_policy(
     timeout_s: float = defaults.PROBE_TIMEOUT_S,
 ) -> Policy:
     """Check the quality options against the dataset; raises UsageError with one line."""
-    if mode not in ("probe", "all", "off"):
+    if mode not in _MODES:  # the Python API takes any string
         raise UsageError(f"--quality must be probe, all or off, got {mode!r}")
     parse_max_loss(max_loss)
     if mode == "off":

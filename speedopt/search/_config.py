@@ -5,11 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speedopt import defaults
+from speedopt.data import PrepareFormat
+from speedopt.engines import EngineName
+from speedopt.measure import TrialOptions
+from speedopt.quality import QualityMode
+from speedopt.search._rank import RankMode
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """The options of ``speedopt search``; each default is the CLI's (see :mod:`speedopt.defaults`)."""
+    """The options of ``speedopt search``; each default is the CLI's (see :mod:`speedopt.defaults`). steps,
+    max_steps, warmup, device, engine, yolov5_dir, trial_timeout_s and ram_limit_gb are every trial's
+    :class:`~speedopt.measure.TrialOptions` (:attr:`trial`)."""
 
     data: str
     trials: int = defaults.TRIALS
@@ -29,19 +36,27 @@ class SearchConfig:
 
     seed: int = defaults.SEED
     device: str | None = None
-    engine: str = "ultralytics"
+    engine: EngineName = "ultralytics"
     yolov5_dir: str | None = None
     trial_timeout_s: float = defaults.TRIAL_TIMEOUT_S
     ram_limit_gb: float | None = None
-    quality: str = "probe"  # probe | all | off
+    quality: QualityMode = "probe"
     max_map_loss: str = defaults.MAX_MAP_LOSS
     probe_epochs: int = defaults.PROBE_EPOCHS
     probe_fraction: float = defaults.PROBE_FRACTION
     weights: str | None = None
     probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
-    prepare: str | None = None  # jpg | png | npy: make the data knob's resized copies first (speedopt prepare)
+    prepare: PrepareFormat | None = None  # make the data knob's resized copies first (speedopt prepare)
     warm: bool = True  # fork every job from one warm worker (torch and the trainer imported once); False: each job cold
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop when the best config reaches this share of min(its ceilings); 0: never
-    ceiling_rank: str = "auto"  # auto | on | off: measure the space's ceilings first and its highest-bound configs first
+    ceiling_rank: RankMode = "auto"  # measure the space's ceilings first and its highest-bound configs first
+
+    @property
+    def trial(self) -> TrialOptions:
+        """How each trial of the search is measured (``trial_timeout_s``: one trial's timeout)."""
+        return TrialOptions(
+            steps=self.steps, max_steps=self.max_steps, warmup=self.warmup, timeout_s=self.trial_timeout_s,
+            device=self.device, engine=self.engine, yolov5_dir=self.yolov5_dir, ram_limit_gb=self.ram_limit_gb,
+        )

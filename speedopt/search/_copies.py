@@ -9,17 +9,17 @@ from speedopt.errors import UsageError
 from speedopt.study import COPY_FORMATS, DataCopy
 
 if TYPE_CHECKING:
-    from speedopt.data import Dataset, PrepareSpec
+    from speedopt.data import Dataset, PrepareFormat, PrepareSpec
 
 
-def spec_for(imgsz: int, fmt: str) -> PrepareSpec:
+def spec_for(imgsz: int, fmt: PrepareFormat) -> PrepareSpec:
     """The copy spec a study uses: JPEG at quality 100 (the practitioners' choice), or a lossless format."""
     from speedopt.data import PrepareSpec
 
     return PrepareSpec(imgsz=imgsz, format=fmt, quality=100)
 
 
-def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[str] = COPY_FORMATS) -> tuple[DataCopy, ...]:
+def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[PrepareFormat] = COPY_FORMATS) -> tuple[DataCopy, ...]:
     """Complete, current copies for every size in ``sizes``, in the first format of ``formats`` that has
     them all; () when none has. A stale copy (the source changed since) raises UsageError."""
     from speedopt.data import MANIFEST, default_out, find_copy, source_id
@@ -35,7 +35,7 @@ def find_copies(ds: Dataset, sizes: Sequence[int], formats: Sequence[str] = COPY
 
 
 def make_copies(
-    ds: Dataset, sizes: Sequence[int], fmt: str, progress: Callable[[int, int, int], None] | None = None
+    ds: Dataset, sizes: Sequence[int], fmt: PrepareFormat, progress: Callable[[int, int, int], None] | None = None
 ) -> tuple[DataCopy, ...]:
     """Make (or finish, or update) the copy at each size; ``progress(imgsz, done, total)`` as images are written."""
     from speedopt.data import prepare as prepare_copy

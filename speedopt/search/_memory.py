@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt.data import Dataset
-from speedopt.measure import TrialRequest, TrialResult, make_request, ram_available, run_trial, unmeasured
+from speedopt.measure import TrialOptions, TrialRequest, TrialResult, make_request, ram_available, run_trial
 from speedopt.search import _memory_model as memory
-from speedopt.status import Status
 from speedopt.study import schema
 
 if TYPE_CHECKING:
@@ -44,12 +43,13 @@ def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, 
     key, peaks = memory.memory_key(request.knobs, request.device), []
     batches = memory.fit_batches(request.device)
     say(f"memory: fitting {key} at batch {batches[0]} and {batches[1]} (two short trials)")
+    options = TrialOptions(
+        steps=memory.FIT_STEPS, max_steps=memory.FIT_STEPS, warmup=1, timeout_s=p.trial_timeout_s, device=p.device,
+        engine=request.engine, yolov5_dir=p.yolov5_dir,
+    )
     for batch in batches:
         knobs = memory.fit_knobs(request.knobs, request.device, batch)
-        fit_request = make_request(
-            listing, knobs, device=p.device, engine=p.engine, yolov5_dir=p.yolov5_dir, steps=memory.FIT_STEPS, warmup=1,
-            timeout_s=p.trial_timeout_s, max_steps=memory.FIT_STEPS, label_caches=request.label_caches,
-        )
+        fit_request = make_request(listing, knobs, options, label_caches=request.label_caches)
         result = run_trial(fit_request, owner=owner, dataset=listing)
         peak = result.peak_gpu_mem_mb if memory.kind_of(request.device) == "gpu" else result.peak_ram_mb
         if not result.ok or not peak:
@@ -78,7 +78,8 @@ def predicted(
     available = _available_mb(p, prediction.kind)
     why = memory.refusal(prediction, available) if available else None
     if why:
-        return record(unmeasured(request, Status.INFEASIBLE, why), prediction), prediction
+        infeasible = run_trial(dataclasses.replace(request, infeasible=why))  # runs nothing: says why
+        return record(infeasible, prediction), prediction
     return request, prediction
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LabelCaches, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
+from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
 from speedopt.search._plan import SearchPlan
@@ -100,11 +100,7 @@ def request_for(plan: SearchPlan, knobs: Knobs, inputs: Inputs) -> TrialRequest 
     p = plan.protocol
     try:
         yaml = p.data_yaml(knobs)  # data=resized: the prepared copy at the knobs' imgsz
-        return make_request(
-            inputs.listing(yaml), knobs, device=p.device, engine=p.engine,
-            yolov5_dir=p.yolov5_dir, steps=p.steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, seed=plan.seed,
-            ram_limit_bytes=p.ram_limit_bytes, max_steps=p.max_steps, label_caches=inputs.labels.for_data(yaml),
-        )
+        return make_request(inputs.listing(yaml), knobs, plan.trial, seed=plan.seed, label_caches=inputs.labels.for_data(yaml))
     except UsageError as exc:  # record, don't crash
         return TrialResult(Status.ERROR, str(exc), knobs, knobs, p.device, p.engine)
 
@@ -118,7 +114,7 @@ def measure(
     with ``live``, that trial's user attr ``phase`` follows the job's phase (the dashboard shows it while it runs)."""
     if isinstance(request, TrialResult):
         return request
-    progress: Callable[[dict[str, Any]], None] = view.trial_progress
+    progress: Callable[[TrialProgress], None] = view.trial_progress
     if trial is not None:
         from speedopt.search._stop import reporting
 
@@ -130,12 +126,12 @@ def measure(
     )
 
 
-def _phases(trial: optuna.Trial, then: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+def _phases(trial: optuna.Trial, then: Callable[[TrialProgress], None]) -> Callable[[TrialProgress], None]:
     """A progress callback that keeps the trial's user attr ``phase`` (one storage write per change of phase)."""
     last = {"phase": ""}
 
-    def progress(update: dict[str, Any]) -> None:
-        phase = str(update.get("phase") or "")
+    def progress(update: TrialProgress) -> None:
+        phase = update.phase
         if phase and phase != last["phase"]:
             last["phase"] = phase
             trial.set_user_attr(schema.PHASE, phase)

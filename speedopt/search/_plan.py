@@ -15,23 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import defaults, machine
-from speedopt.data import Dataset, fingerprint, load
-from speedopt.engines import Engine
+from speedopt.data import Dataset, PrepareFormat, fingerprint, load
+from speedopt.engines import Engine, engine_name
 from speedopt.errors import UsageError
 from speedopt.isolation import check_lock
 from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
-from speedopt.measure import (
-    adjust_to_device,
-    check_gpus,
-    check_protocol,
-    checkout_path,
-    installed_engine,
-    positive,
-    ram_available,
-    ram_cache_need,
-    ram_limit_bytes,
-)
+from speedopt.measure import TrialOptions, adjust_to_device, positive, ram_available, ram_cache_need
 from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
 from speedopt.search import _rank as rank_mod
 from speedopt.search import _space as space_mod
@@ -54,14 +44,23 @@ class SearchPlan:
     warm_cache: dict[str, Any] = field(default_factory=dict)  # probe results to copy from a warm-start source
     create: bool = True  # False: join an existing study only (a worker)
     to_prepare: tuple[int, ...] = ()  # imgsz values whose copy --prepare must make before the study runs
-    prepare_format: str | None = None
+    prepare_format: PrepareFormat | None = None
     dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
     warm: bool = True  # jobs fork from one warm worker that imported the trainer once (speedopt.measure._warm)
 
+    @property
+    def trial(self) -> TrialOptions:
+        """How each trial of the study is measured, as its protocol records it."""
+        p = self.protocol
+        return TrialOptions(
+            steps=p.steps, max_steps=p.max_steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, device=p.device,
+            engine=engine_name(p.engine), yolov5_dir=p.yolov5_dir,
+            ram_limit_gb=p.ram_limit_bytes / 2**30 if p.ram_limit_bytes else None,  # and back to bytes exactly
+        )
+
 
 def _check_numbers(config: SearchConfig) -> None:
-    """The protocol's numbers, each refused in one line when out of range."""
-    check_protocol(config.steps, config.warmup, config.trial_timeout_s, "--trial-timeout", config.max_steps)
+    """The search's own numbers, each refused in one line when out of range (a trial's: TrialOptions.check)."""
     if not 0.0 <= config.prune_margin < 1.0:
         raise UsageError(f"--prune-margin must be a fraction in [0, 1), such as 0.5 or 50%, got {config.prune_margin:g}")
     if not 0.0 <= config.stop_at_ceiling <= 1.0:
@@ -86,10 +85,10 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     if config.timeout_s is not None:
         positive(config.timeout_s, "--timeout", "seconds")
     check_lock()  # a planted link or someone else's lock folder: one line now, not at the first trial
+    options = config.trial
+    eng = options.check("--trial-timeout")
     _check_numbers(config)
-    ram_limit = ram_limit_bytes(config.ram_limit_gb)
-
-    eng = installed_engine(config.engine, config.yolov5_dir)
+    ram_limit = options.ram_limit_bytes
     ds = dataset if dataset is not None else load(config.data)
     device = machine.parse_device(config.device)
     fixed = space_mod.parse_fix(list(config.fix))
@@ -117,14 +116,14 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         machine=here,
         engine=config.engine,
         engine_version=eng.version(),
-        yolov5_dir=checkout_path(config.yolov5_dir),
+        yolov5_dir=options.checkout,
         device=device,
         space=space,
         baseline=base,
         quality=policy,
         trials=config.trials,
         steps=config.steps,
-        max_steps=defaults.max_steps(config.steps, config.max_steps),
+        max_steps=options.most_steps,
         warmup=config.warmup,
         finalists=config.finalists,
         repeats=config.repeats,
@@ -176,7 +175,7 @@ def _data_knob(
     if config.prepare is not None and config.prepare not in COPY_FORMATS:
         raise UsageError(f"--prepare must be one of {', '.join(COPY_FORMATS)}, got {config.prepare!r}")
     if config.prepare is not None:
-        formats: tuple[str, ...] = (config.prepare,)
+        formats: tuple[PrepareFormat, ...] = (config.prepare,)
     else:
         formats = COPY_FORMATS if policy.probing else (*LOSSLESS, "jpg")
     copies = find_copies(ds, sizes, formats)
@@ -238,8 +237,7 @@ def _baseline(text: str | None, given: dict[str, Domain], eng: Engine, device: s
         notes.append(f"baseline: the trainer's defaults with your pinned {shown} (no --baseline given)")
     fixed = eng.fixed_knobs(device)
     notes += [f"{knob} is not searched: {why}" for knob, (_, why) in fixed.items()]
-    base, adjusted = adjust_to_device(base, eng, device)
-    check_gpus(base, eng, device)
+    base, adjusted, _ = adjust_to_device(base, eng, device)  # UsageError when its gpus cannot run here
     return base, notes + [f"baseline {note}" for knob, note in adjusted.items() if knob not in fixed]
 
 
@@ -304,7 +302,7 @@ def _space(
     domains = {**space_mod.default_space(base, machine.cpu_cores(), cuda, gpu_mb, pool).domains, **listed, **fixed}
     gpus = domains["gpus"].values()
     if max(gpus) > 1:  # the engine runs DDP on this device and --device lists enough GPUs, or one line why not
-        check_gpus(dataclasses.replace(base, gpus=max(gpus)), eng, device)
+        adjust_to_device(dataclasses.replace(base, gpus=max(gpus)), eng, device)
         notes.append(f"gpus {domains['gpus'].text()}: batch is the total across the GPUs (each takes batch / gpus), as in both trainers")
     domains.update({knob: Domain(choices=(value,)) for knob, (value, _) in eng.fixed_knobs(device).items()})
     if not cuda and True in domains["amp"].values():

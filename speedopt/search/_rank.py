@@ -20,12 +20,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, get_args
 
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, key_of
+from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, key_of
 from speedopt.study import Ranking, Space
 
-MODES = ("auto", "on", "off")
+RankMode = Literal["auto", "on", "off"]  # --ceiling-rank: rank when the ceiling jobs are few, always, never
+MODES: tuple[RankMode, ...] = get_args(RankMode)
 MAX_CONFIGS = 4096  # a larger space is not enumerated (its ceilings would not be few)
 
 
@@ -43,7 +45,7 @@ def representatives(grid: Iterable[Knobs]) -> dict[str, Knobs]:
     """One config per ceiling the grid needs, by ``kind|key`` (measuring it bounds every config with that key)."""
     out: dict[str, Knobs] = {}
     for knobs in grid:
-        for kind in ("data", "compute"):
+        for kind in KNOBS_OF:  # data, compute
             out.setdefault(f"{kind}|{key_of(kind, knobs)}", knobs)
     return out
 

@@ -19,13 +19,12 @@ baseline, finals or ceilings (they report nothing). Imported only where a study 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from speedopt.knobs import Knobs
-from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialRequest, TrialResult
+from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -170,17 +169,17 @@ def pruner(plan: SearchPlan) -> BestMargin:
     return BestMargin(plan.protocol.prune_margin, max(3, plan.protocol.steps // 2))
 
 
-def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[TrialProgress], None]) -> Callable[[TrialProgress], None]:
     """A progress callback that also reports each measured step's running images/s and prunes when Optuna says so."""
 
-    def progress(update: dict[str, Any]) -> None:
+    def progress(update: TrialProgress) -> None:
         show(update)
-        rate, step = update.get("rate"), update.get("done")
-        if update.get("phase") != "measure" or not rate or not isinstance(step, int):
+        rate, step = update.images_per_s, update.done
+        if update.phase != "measure" or not rate or step is None:
             return
-        trial.report(float(rate), step)
+        trial.report(rate, step)
         if trial.should_prune():
-            why = pruned_text(float(rate), step, trial.study, plan.protocol.prune_margin)
+            why = pruned_text(rate, step, trial.study, plan.protocol.prune_margin)
             trial.set_user_attr(schema.PRUNED, why)
             raise optuna.TrialPruned(why)
 

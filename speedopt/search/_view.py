@@ -9,10 +9,9 @@ then the finals' and the ablation's hooks, and :meth:`~View.stop` at the end, ho
 from __future__ import annotations
 
 import abc
-from typing import Any
 
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult
+from speedopt.measure import TrialProgress, TrialResult
 from speedopt.quality import Verdict
 from speedopt.search._plan import SearchPlan
 from speedopt.study import SearchOutcome, TrialRecord
@@ -27,8 +26,8 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
     def trial_started(self, number: int, knobs: Knobs) -> None:
         """A trial begins measuring ``knobs``."""
 
-    def trial_progress(self, update: dict[str, Any]) -> None:
-        """A running trial or probe moved on (``phase``, and ``done`` of ``of`` where known)."""
+    def trial_progress(self, update: TrialProgress) -> None:
+        """A running trial, probe or labels job moved on (its phase, and ``done`` of ``of`` where known)."""
 
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         """A trial ended, with its accuracy verdict."""

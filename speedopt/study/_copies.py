@@ -17,16 +17,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
+from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
 
 if TYPE_CHECKING:
     from speedopt.data import PreparedCopy
 
 #: Copy formats a search looks for, in order of preference: lossless first under quality off.
-LOSSLESS = ("png", "npy")
-COPY_FORMATS = ("jpg", *LOSSLESS)
+LOSSLESS: tuple[PrepareFormat, ...] = ("png", "npy")
+COPY_FORMATS: tuple[PrepareFormat, ...] = get_args(PrepareFormat)
 
 
 @dataclass(frozen=True)

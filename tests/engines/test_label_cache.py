@@ -89,22 +89,22 @@ def test_subset_trials_read_the_built_label_cache_and_never_rewrite_it(engine, t
     assert _users_run_scans(engine, data, tmp_path) == 0  # the user's own run finds the caches valid
 
     knobs = Knobs(model="yolov5n", imgsz=64, batch=2, workers=0)
-    common = dict(device="cpu", engine=engine, steps=2, warmup=1, max_steps=2)
-    request = measure.make_request(str(data), knobs, label_caches=build.splits, **common)
+    options = measure.TrialOptions(device="cpu", engine=engine, steps=2, warmup=1, max_steps=2)
+    request = measure.make_request(str(data), knobs, options, label_caches=build.splits)
     assert request.images < request.images_total == 16  # a subset: its own label hash matches no cache
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message + result.log_tail
     assert result.label_scan_s == 0.0
     assert {p: p.read_bytes() for p in caches} == caches
 
-    scanned = measure.run_trial(measure.make_request(str(data), knobs, **common))  # no built cache handed over: it scans
+    scanned = measure.run_trial(measure.make_request(str(data), knobs, options))  # no built cache handed over: it scans
     assert scanned.status is Status.OK, scanned.message + scanned.log_tail
     assert scanned.label_scan_s > 0
     assert {p: p.read_bytes() for p in caches} == caches  # ... its subset's cache elsewhere, never over the user's
     assert sorted(p.name for p in labels.glob("*.cache")) == ["train.cache", "val.cache"]
 
     stale = tuple(dataclasses.replace(s, hash="not-the-file's") for s in build.splits)  # the file changed since the build
-    distrusted = measure.run_trial(measure.make_request(str(data), knobs, label_caches=stale, **common))
+    distrusted = measure.run_trial(measure.make_request(str(data), knobs, options, label_caches=stale))
     assert distrusted.status is Status.OK, distrusted.message + distrusted.log_tail
     assert distrusted.label_scan_s > 0 and {p: p.read_bytes() for p in caches} == caches
 

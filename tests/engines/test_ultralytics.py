@@ -14,7 +14,7 @@ def test_an_ultralytics_window_crosses_epoch_ends(tmp_path):
     # 16 images at batch 4: an epoch is 4 batches, so 1 warm-up + 10 measured steps cross two epoch ends.
     small = demo_data.generate(tmp_path / "small", demo_data.DemoSpec(train=16, val=4, width=64, height=48))
     knobs = Knobs(model="yolov5n", imgsz=64, batch=4, workers=0)
-    request = measure.make_request(str(small), knobs, device="cpu", steps=10, warmup=1, max_steps=10)
+    request = measure.make_request(str(small), knobs, measure.TrialOptions(device="cpu", steps=10, warmup=1, max_steps=10))
     assert request.images == request.images_total == 16  # the whole set: no subset to grow
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message + result.log_tail

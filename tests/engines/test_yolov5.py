@@ -76,7 +76,8 @@ def test_a_classic_window_crosses_epoch_ends(classic, tmp_path):
     # 16 images, batch 4: an epoch is 4 batches, so 1 warm-up + 10 measured steps cross two epoch ends
     # (train.py validates at each; trials make that instant, the projection times it separately).
     small = demo_data.generate(tmp_path / "small", demo_data.DemoSpec(train=16, val=4, width=64, height=48))
-    request = measure.make_request(str(small), _tiny(imgsz=64), device="cpu", engine="yolov5", steps=10, warmup=1, max_steps=10)
+    request = measure.make_request(str(small), _tiny(imgsz=64),
+        measure.TrialOptions(device="cpu", engine="yolov5", steps=10, warmup=1, max_steps=10))
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message + result.log_tail
     assert result.steps == 10 and result.images_used == 16
@@ -86,8 +87,8 @@ def test_a_classic_window_crosses_epoch_ends(classic, tmp_path):
 @pytest.mark.parametrize("cache, freeze", [("ram", 0), ("disk", 3)])
 
 def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_yaml, cache, freeze):
-    request = measure.make_request(str(demo_yaml), _tiny(cache=cache, freeze=freeze, imgsz=100, workers=1), device="cpu",
-                            engine="yolov5", steps=2, warmup=1)
+    request = measure.make_request(str(demo_yaml), _tiny(cache=cache, freeze=freeze, imgsz=100, workers=1),
+        measure.TrialOptions(device="cpu", engine="yolov5", steps=2, warmup=1))
     assert request.knobs.imgsz == 128
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message + result.log_tail
@@ -105,7 +106,8 @@ def test_cache_and_freeze_are_read_back_and_disk_cache_is_cleaned(classic, demo_
     ],
 )
 def test_a_knob_train_py_would_change_is_rejected(classic, demo_yaml, change, says):
-    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(**change), device="cpu", engine="yolov5", steps=2, warmup=1))
+    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(**change),
+        measure.TrialOptions(device="cpu", engine="yolov5", steps=2, warmup=1)))
     assert result.status is Status.INFEASIBLE, result.message
     assert says in result.message
 
@@ -114,7 +116,8 @@ def test_a_knob_train_py_would_change_is_rejected(classic, demo_yaml, change, sa
 def test_a_checkout_folder_is_imported_from_there(classic, demo_yaml):
     # The package folder has a checkout's layout (train.py, utils/, models/); without .git its version is "checkout".
     folder = Path(importlib.util.find_spec("yolov5").origin).parent
-    request = measure.make_request(str(demo_yaml), _tiny(), device="cpu", engine="yolov5", yolov5_dir=str(folder), steps=2, warmup=1)
+    request = measure.make_request(str(demo_yaml), _tiny(),
+        measure.TrialOptions(device="cpu", engine="yolov5", yolov5_dir=str(folder), steps=2, warmup=1))
     assert request.yolov5_dir == str(folder.resolve())
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message + result.log_tail

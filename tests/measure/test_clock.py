@@ -1,7 +1,8 @@
 import pytest
 
 from speedopt.knobs import Knobs
-from speedopt.measure import StepClock, TrialResult
+from speedopt.measure import TrialResult
+from speedopt.measure._clock import StepClock
 from speedopt.status import Status, TrialFinished
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import make_request
+from speedopt.measure import TrialOptions, make_request
 from speedopt.measure._ddp import merge_ranks
 from speedopt.measure._launch import LAUNCH_ENV, _own_processes, port_free
 from speedopt.measure._workdir import result_name, write_json
@@ -70,20 +70,21 @@ def test_rank_0s_own_failure_wins(tmp_path):
 
 
 def test_a_ddp_request_fixes_its_window_and_says_how_the_batch_splits(demo_yaml):
-    request = make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=4, workers=0, gpus=2), device="cpu",
-                      engine="standin", steps=4, warmup=1)
+    request = make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=4, workers=0, gpus=2),
+        TrialOptions(device="cpu", engine="standin", steps=4, warmup=1))
     assert request.device == "cpu" and request.max_steps == 4 and request.infeasible is None
     assert any("batch=4 is the total (2 per process)" in note for note in request.notes)
 
 
 def test_a_batch_that_does_not_split_evenly_is_infeasible(demo_yaml):
-    request = make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=5, workers=0, gpus=2), device="cpu", engine="standin")
+    request = make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=5, workers=0, gpus=2),
+        TrialOptions(device="cpu", engine="standin"))
     assert request.infeasible and "batch=5 is not a multiple of gpus=2" in request.infeasible
 
 
 def test_the_real_trainers_refuse_ddp_on_the_cpu(demo_yaml):
     with pytest.raises(UsageError, match="runs DDP on CUDA GPUs only"):
-        make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=4, gpus=2), device="cpu")
+        make_request(str(demo_yaml), Knobs(model="yolov5n", imgsz=64, batch=4, gpus=2), TrialOptions(device="cpu"))
 
 
 def test_a_search_over_gpus_with_a_real_trainer_on_the_cpu_is_one_line(demo_yaml, tmp_path):

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from speedopt.knobs import Knobs
-from speedopt.measure import JobOutcome, ProbeJob, ValidateJob, run_job
+from speedopt.measure import JobOutcome, ProbeJob, TrialProgress, ValidateJob, run_job
 from speedopt.measure._jobs import job_from_json, job_to_json
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._runner import _ending, _Exit
@@ -24,8 +24,16 @@ def test_the_childs_own_result_wins():
     assert _ending(_exit(result={"status": "infeasible", "message": "no"}), JOB) == (Status.INFEASIBLE, "no")
 
 
+def test_progress_is_read_once_from_what_the_child_writes():
+    update = TrialProgress.from_dict({"phase": "measure", "done": 3, "of": 20, "rate": 41.5})
+    assert update == TrialProgress("measure", 3, 20, images_per_s=41.5) and update.text() == "measure 3/20"
+    assert TrialProgress.from_dict({"phase": "labels"}).text() == "labels"
+    assert TrialProgress.from_dict({"done": True, "of": "x", "rate": "fast"}) == TrialProgress()  # nothing mistyped gets in
+    assert TrialProgress().text() == "setup"
+
+
 def test_timeout_names_the_option_and_the_phase():
-    status, message = _ending(_exit(timed_out=True, last_progress={"phase": "epoch", "done": 2, "of": 5}), JOB)
+    status, message = _ending(_exit(timed_out=True, last_progress=TrialProgress("epoch", 2, 5)), JOB)
     assert status is Status.TIMEOUT and message == "probe exceeded --probe-timeout 7 s during epoch 2/5"
     trial = TrialRequest(data_yaml="d", knobs=Knobs(), requested=Knobs(), device="cpu", timeout_s=4)
     assert _ending(_exit(timed_out=True), trial)[1] == "trial exceeded --timeout 4 s during setup"

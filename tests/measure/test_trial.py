@@ -55,7 +55,7 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
 @pytest.mark.slow
 def test_on_cpu_workers_run_as_yolo_detect_train_runs_them(demo_yaml):
     # `yolo detect train` forces workers=0 on CPU whatever the command says: the trial runs what the real run will.
-    request = measure.make_request(str(demo_yaml), _tiny(workers=2), device="cpu", steps=3, warmup=1)
+    request = measure.make_request(str(demo_yaml), _tiny(workers=2), measure.TrialOptions(device="cpu", steps=3, warmup=1))
     assert request.knobs.workers == 0 and any("yolo detect train" in n and "workers=0" in n for n in request.notes)
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message
@@ -66,7 +66,8 @@ def test_on_cpu_workers_run_as_yolo_detect_train_runs_them(demo_yaml):
 @pytest.mark.slow
 @pytest.mark.parametrize("cache", ["none", "ram", "disk"])
 def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
-    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(cache=cache), device="cpu", steps=3, warmup=1))
+    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(cache=cache),
+        measure.TrialOptions(device="cpu", steps=3, warmup=1)))
     assert result.status is Status.OK, result.message
     assert result.config.cache == cache
     assert not list(demo_yaml.parent.rglob("*.npy"))  # later trials would read leftover .npy in any mode
@@ -74,7 +75,7 @@ def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
 
 @pytest.mark.slow
 def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
-    request = measure.make_request(str(demo_yaml), _tiny(freeze=3, imgsz=100), device="cpu", steps=2, warmup=1)
+    request = measure.make_request(str(demo_yaml), _tiny(freeze=3, imgsz=100), measure.TrialOptions(device="cpu", steps=2, warmup=1))
     assert request.knobs.imgsz == 128 and any("multiple of 32" in n for n in request.notes)
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message
@@ -83,7 +84,7 @@ def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
 
 @pytest.mark.slow
 def test_timeout_kills_the_whole_trial(demo_yaml):
-    request = measure.make_request(str(demo_yaml), _tiny(workers=2), device="cpu", steps=50, warmup=1, timeout_s=4)
+    request = measure.make_request(str(demo_yaml), _tiny(workers=2), measure.TrialOptions(device="cpu", steps=50, warmup=1, timeout_s=4))
     mine = {p.pid for p in psutil.Process().children(recursive=True)}
     result = measure.run_trial(request)
     assert result.status is Status.TIMEOUT
@@ -97,13 +98,15 @@ def test_timeout_kills_the_whole_trial(demo_yaml):
 def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("nc: 3\nbackbone: [[-1, 1, NoSuchModule, [16]]]\nhead: []\n")
-    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(model=str(broken)), device="cpu", steps=2, warmup=1))
+    result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(model=str(broken)),
+        measure.TrialOptions(device="cpu", steps=2, warmup=1)))
     assert result.status is Status.ERROR
     assert result.message and result.log_tail
 
 
 def test_ram_cache_that_cannot_fit_is_infeasible_without_running(demo_yaml):
-    request = measure.make_request(str(demo_yaml), _tiny(cache="ram"), device="cpu", steps=2, warmup=1, ram_limit_bytes=2**20)
+    request = measure.make_request(str(demo_yaml), _tiny(cache="ram"),
+        measure.TrialOptions(device="cpu", steps=2, warmup=1, ram_limit_gb=1 / 1024))
     started = time.monotonic()
     result = measure.run_trial(request)
     assert result.status is Status.INFEASIBLE and "cache=ram needs about" in result.message
@@ -147,4 +150,4 @@ def test_bad_dataset_exit_2(tmp_path):
 
 def test_prepare_rejects_bad_values_in_library_too(demo_yaml):
     with pytest.raises(UsageError):
-        measure.make_request(str(demo_yaml), _tiny(), device="cpu", warmup=0)
+        measure.make_request(str(demo_yaml), _tiny(), measure.TrialOptions(device="cpu", warmup=0))

@@ -18,7 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult, make_request, run_trial
+from speedopt.measure import TrialOptions, TrialProgress, TrialResult, make_request, run_trial
 from speedopt.search._stop import BestMargin, pruned_text
 from speedopt.status import Status
 
@@ -68,18 +68,18 @@ def _our_children() -> list[psutil.Process]:
 
 @pytest.mark.slow
 def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
-    request = make_request(str(demo_yaml), KNOBS, device="cpu", steps=6, warmup=1)
+    request = make_request(str(demo_yaml), KNOBS, TrialOptions(device="cpu", steps=6, warmup=1))
     seen = []
 
-    def prune_at_first_step(update: dict) -> None:
+    def prune_at_first_step(update: TrialProgress) -> None:
         seen.append(update)
-        if update.get("phase") == "measure" and update.get("rate"):
+        if update.phase == "measure" and update.images_per_s:
             raise optuna.TrialPruned("forced")
 
     before = {p.pid for p in _our_children()}  # earlier tests' processes are not this trial's
     with pytest.raises(optuna.TrialPruned):
         run_trial(request, progress=prune_at_first_step)
-    assert any(u.get("rate", 0) > 0 for u in seen)  # the child reported a running rate
+    assert any((u.images_per_s or 0) > 0 for u in seen)  # the child reported a running rate
     assert [p for p in _our_children() if p.pid not in before] == []
     assert _folders_of_this_process() == []  # its private folder went with it
 
@@ -97,10 +97,10 @@ def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
     study.pruner = BestMargin(0.5, 3)
     trial = study.ask()
     callback = reporting(trial, Plan, lambda update: None)  # type: ignore[arg-type]
-    callback({"phase": "warmup", "done": 1, "of": 3})
-    callback({"phase": "measure", "done": 1, "of": 10, "rate": 20.0})
+    callback(TrialProgress("warmup", 1, 3))
+    callback(TrialProgress("measure", 1, 10, images_per_s=20.0))
     with pytest.raises(optuna.TrialPruned):
-        callback({"phase": "measure", "done": 3, "of": 10, "rate": 20.0})
+        callback(TrialProgress("measure", 3, 10, images_per_s=20.0))
     frozen = study._storage.get_trial(trial._trial_id)
     assert frozen.intermediate_values == {1: 20.0, 3: 20.0}
     assert "pruned after 3 measured steps at 20.0 images/s" in frozen.user_attrs["pruned"]
