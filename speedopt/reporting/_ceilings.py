@@ -37,7 +37,7 @@ def _speed(record: TrialRecord, result: SearchOutcome) -> tuple[float | None, st
 def _cell(ceiling: Ceiling | None) -> str:
     if ceiling is None:
         return "not measured"
-    return f"{ceiling.images_per_s:.1f}" if ceiling.ok else f"{ceiling.status}"
+    return f"{ceiling.images_per_s:.1f}" if ceiling.ok else ceiling.status.value
 
 
 def serial(ceilings: Ceilings) -> float | None:

@@ -211,13 +211,27 @@ def test_the_lock_wait_line_never_names_an_exited_process_as_the_holder(faults):
     gone.wait()
     lock = faults.root / "measure.lock"
     lock.write_text(json.dumps({"pid": gone.pid, "study": "gone-study"}))  # a stale record
-    code = f"import fcntl, time\nf = open({str(lock)!r}, 'r+')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(3)\n"
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)  # holds it, records nothing
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    done = faults.run("trial", "--data", str(data), *FAST, "--timeout", "1", env={LOCK_ENV: str(lock)})
-    holder.wait()
-    said = " ".join(done.stderr.split())  # the console wraps long lines
-    assert said.count("waiting for the host measurement lock") == 1, done.stderr
+    # The holder keeps the lock until the trial has said it waits (the test, not the machine's load, decides)
+    code = f"import fcntl, sys\nf = open({str(lock)!r}, 'r+')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.readline()\n"
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # records nothing
+    assert holder.stdout is not None and holder.stdin is not None and holder.stdout.readline().strip() == "held"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(faults.tmp), LOCK_ENV: str(lock)}
+    trial = subprocess.Popen([sys.executable, "-m", "speedopt", "trial", "--data", str(data), *FAST, "--timeout", "1"],
+                             cwd=faults.work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert trial.stderr is not None
+    seen = ""
+    try:
+        while "waiting for the host measurement lock" not in " ".join(seen.split()):
+            line = trial.stderr.readline()
+            assert line, f"the trial ended without waiting: {seen}"
+            seen += line
+    finally:
+        holder.stdin.write("release\n")
+        holder.stdin.close()
+        holder.wait()
+    _, rest = trial.communicate(timeout=300)
+    said = " ".join((seen + rest).split())  # the console wraps long lines
+    assert said.count("waiting for the host measurement lock") == 1, seen + rest
     assert f"held by pid {gone.pid}" not in said and f"pid {gone.pid}, study gone-study, which is no longer running" in said
     faults.unchanged()
 
