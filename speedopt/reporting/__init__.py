@@ -5,7 +5,7 @@ dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs o
 :func:`verify` runs the recommended command for real and :func:`verified_section` reports it.
 """
 
-from speedopt.reporting._bottleneck import Diagnosis, diagnose
+from speedopt.reporting._bottleneck import Bottleneck, bottleneck_of
 from speedopt.reporting._dashboard import check_address, serve, study_page
 from speedopt.reporting._filename import ReportFiles, inside, report_files, safe_name
 from speedopt.reporting._gather import trial_table, write_csv
@@ -16,7 +16,7 @@ from speedopt.reporting._recommend import Recommendation, recommend, recommendat
 from speedopt.reporting._verify import Verification, check_verify_options, verified_section, verify
 
 __all__ = [
-    "Diagnosis",
+    "Bottleneck",
     "LoggerIntegration",
     "Projection",
     "Recommendation",
@@ -26,7 +26,7 @@ __all__ = [
     "build",
     "check_address",
     "check_verify_options",
-    "diagnose",
+    "bottleneck_of",
     "inside",
     "logger_integrations",
     "project",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import value_text
 from speedopt.reporting import _figures as figures
-from speedopt.reporting._bottleneck import diagnose
+from speedopt.reporting._bottleneck import bottleneck_of
 from speedopt.reporting._images import images_for, prepare_gain
 from speedopt.reporting._projection import Projection, project
 from speedopt.reporting._text import cell
@@ -23,14 +23,14 @@ def bottlenecks_section(p: StudyProtocol, done: list[TrialRecord], projections: 
     """Section 6: each trial's bottleneck, its evidence and the knob to turn first; the baseline's in words."""
     lines = ["## 6. Bottlenecks", "", "| # | bottleneck | evidence | turn first |", "|---|---|---|---|"]
     for r in done:
-        d = diagnose(
+        d = bottleneck_of(
             r.result, p.machine, projections.get(r.number) or project(r.result, epochs, None), images_for(p, r.result),
             prepare_gain(done, r.config),
         )
         lines.append(f"| {r.number} | {d.kind} | {cell(d.evidence)} | {d.advice} |")
     base = next((r for r in done if r.is_baseline), None)
     if base is not None:
-        d = diagnose(base.result, p.machine, projections.get(base.number), images_for(p, base.result), prepare_gain(done, base.config))
+        d = bottleneck_of(base.result, p.machine, projections.get(base.number), images_for(p, base.result), prepare_gain(done, base.config))
         lines += ["", f"**Baseline:** {d.kind}: {d.evidence}. What to change first: {d.advice}."]
     return lines + [""]
 

@@ -39,7 +39,7 @@ CACHE_FILL_SHARE = 0.10  # share of the projected run spent building the cache
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class Bottleneck:
     """What limits a trial (``kind``), the numbers that say so, and the knob to turn first."""
 
     kind: str
@@ -47,39 +47,39 @@ class Diagnosis:
     advice: str
 
 
-def diagnose(
+def bottleneck_of(
     result: TrialResult,
     machine: MachineFingerprint,
     projection: Projection | None = None,
     images: Images | None = None,
     prepare_gain: str = "",
-) -> Diagnosis:
+) -> Bottleneck:
     """Classify one trial from its own measurements and the machine it ran on; ``images`` are the train
     images it read, ``prepare_gain`` what this study measured for a resized copy (a phrase, or "")."""
     cfg = result.config
     cores = machine.key.cpu_cores
     if result.status is Status.OOM:
-        return Diagnosis("memory-bound", result.message, "lower batch (or imgsz); with cache=ram, fewer workers or cache=disk")
+        return Bottleneck("memory-bound", result.message, "lower batch (or imgsz); with cache=ram, fewer workers or cache=disk")
     if result.status is not Status.OK:
-        return Diagnosis(result.status.value, result.message, "see the message; the config was not measured")
+        return Bottleneck(result.status.value, result.message, "see the message; the config was not measured")
     gpus = machine.gpus
     if result.peak_gpu_mem_mb and gpus:
         share = result.peak_gpu_mem_mb / gpus[0].memory_mb
         if share >= NEAR_LIMIT:
-            return Diagnosis(
+            return Bottleneck(
                 "memory-bound",
                 f"peak GPU memory {result.peak_gpu_mem_mb:.0f} MB is {100 * share:.0f}% of {gpus[0].memory_mb} MB",
                 "this batch is at the limit: a larger batch or imgsz will run out of memory",
             )
     ram_mb = machine.ram_total_gb * 1024
     if result.peak_ram_mb and result.peak_ram_mb / ram_mb >= NEAR_LIMIT:
-        return Diagnosis(
+        return Bottleneck(
             "memory-bound",
             f"peak host RAM {result.peak_ram_mb:.0f} MB is {100 * result.peak_ram_mb / ram_mb:.0f}% of {ram_mb:.0f} MB",
             "fewer workers, or cache=disk instead of ram",
         )
     if projection and projection.total_s and projection.build_s / projection.total_s >= CACHE_FILL_SHARE:
-        return Diagnosis(
+        return Bottleneck(
             "cache-fill-bound",
             f"building the dataset/cache takes {projection.build_s:.0f} s, {100 * projection.build_s / projection.total_s:.0f}% "
             f"of the projected {projection.epochs}-epoch run",
@@ -91,7 +91,7 @@ def diagnose(
         util = f"GPU {result.gpu_util_mean:.0f}%, {util}"
     if wait >= DATA_BOUND and images is not None and not images.prepared and images.ratio(cfg.imgsz) >= DECODE_RATIO:
         gain = f" ({prepare_gain})" if prepare_gain else ""
-        return Diagnosis(
+        return Bottleneck(
             "decode-bound",
             f"images {images.ratio(cfg.imgsz):.1f} x larger than imgsz={cfg.imgsz} ({images.text()}), decoded at full "
             f"size every epoch; waits for data {100 * wait:.0f}% of each step ({util})",
@@ -104,7 +104,7 @@ def diagnose(
             advice = "cache=ram (or disk) so images are not decoded every epoch"
         else:
             advice = "smaller imgsz or a pre-resized copy of the dataset: decoding and augmenting large images is the limit"
-        return Diagnosis("data-bound", f"waits for data {100 * wait:.0f}% of each step ({util})", advice)
+        return Bottleneck("data-bound", f"waits for data {100 * wait:.0f}% of each step ({util})", advice)
     if gpus and result.device != "cpu":
         if not cfg.amp:
             advice = "amp=on (mixed precision)"
@@ -114,7 +114,7 @@ def diagnose(
             advice = "a smaller model or imgsz, within the mAP-loss constraint"
     else:
         advice = "the CPU runs the model itself: a smaller model or imgsz within the mAP-loss constraint, or a GPU"
-    return Diagnosis(
+    return Bottleneck(
         "compute-bound",
         f"waits for data only {100 * wait:.0f}% of each step; median step {result.step_s_median or 0.0:.3f} s ({util})",
         advice,

@@ -5,7 +5,7 @@ import pytest
 from speedopt.knobs import Knobs
 from speedopt.machine import Gpu, MachineFingerprint, MachineKey
 from speedopt.measure import TrialResult
-from speedopt.reporting import Projection, diagnose
+from speedopt.reporting import Projection, bottleneck_of
 from speedopt.status import Status
 
 CPU = MachineFingerprint(MachineKey("cpu", 8, 32, ()), ram_total_gb=32.0)
@@ -20,20 +20,20 @@ def _result(device="cpu", **figures):
 
 def test_failed_trials_keep_their_status_and_oom_is_memory_bound():
     oom = TrialResult(Status.OOM, "CUDA out of memory", Knobs(), Knobs(), "0", "ultralytics")
-    assert diagnose(oom, GPU).kind == "memory-bound"
+    assert bottleneck_of(oom, GPU).kind == "memory-bound"
     error = TrialResult(Status.ERROR, "boom", Knobs(), Knobs(), "cpu", "ultralytics")
-    assert diagnose(error, CPU).kind == "error"
+    assert bottleneck_of(error, CPU).kind == "error"
 
 
 def test_near_the_gpu_or_host_memory_is_memory_bound():
-    assert diagnose(_result("0", peak_gpu_mem_mb=9_500.0, gpu_util_mean=99.0), GPU).kind == "memory-bound"
-    assert "95%" in diagnose(_result("0", peak_gpu_mem_mb=9_500.0), GPU).evidence
-    assert diagnose(_result(peak_ram_mb=31 * 1024.0), CPU).kind == "memory-bound"
+    assert bottleneck_of(_result("0", peak_gpu_mem_mb=9_500.0, gpu_util_mean=99.0), GPU).kind == "memory-bound"
+    assert "95%" in bottleneck_of(_result("0", peak_gpu_mem_mb=9_500.0), GPU).evidence
+    assert bottleneck_of(_result(peak_ram_mb=31 * 1024.0), CPU).kind == "memory-bound"
 
 
 def test_cache_fill_that_dominates_the_projection():
     projection = Projection(10, 1000, 10.0, 200.0, 100.0, None, 1200.0, ())
-    d = diagnose(_result(), CPU, projection)
+    d = bottleneck_of(_result(), CPU, projection)
     assert d.kind == "cache-fill-bound" and "17%" in d.evidence
 
 
@@ -46,7 +46,7 @@ def test_cache_fill_that_dominates_the_projection():
     ],
 )
 def test_data_bound_advice_goes_workers_then_cache_then_resize(config, advice):
-    d = diagnose(_result(data_wait_fraction=0.6, config=config), CPU)
+    d = bottleneck_of(_result(data_wait_fraction=0.6, config=config), CPU)
     assert d.kind == "data-bound" and advice in d.advice and "60%" in d.evidence
 
 
@@ -55,12 +55,12 @@ def test_data_bound_advice_goes_workers_then_cache_then_resize(config, advice):
     [(False, 99.0, "amp=on"), (True, 40.0, "a larger batch"), (True, 99.0, "a smaller model or imgsz")],
 )
 def test_compute_bound_on_a_gpu(amp, util, advice):
-    d = diagnose(_result("0", gpu_util_mean=util, config=Knobs(amp=amp)), GPU)
+    d = bottleneck_of(_result("0", gpu_util_mean=util, config=Knobs(amp=amp)), GPU)
     assert d.kind == "compute-bound" and advice in d.advice
 
 
 def test_compute_bound_on_the_cpu():
-    d = diagnose(_result(), CPU)
+    d = bottleneck_of(_result(), CPU)
     assert d.kind == "compute-bound" and "the CPU runs the model" in d.advice and "5%" in d.evidence
 
 
@@ -68,16 +68,16 @@ def test_data_bound_on_images_far_above_imgsz_is_decode_bound_and_points_at_prep
     from speedopt.reporting._bottleneck import Images
 
     big = Images(mean_bytes=1.2 * 2**20, long_side=1920)
-    d = diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, big, "1.9x measured")
+    d = bottleneck_of(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, big, "1.9x measured")
     assert d.kind == "decode-bound" and "6.0 x larger than imgsz=320" in d.evidence and "long side 1920 px" in d.evidence
     assert "speedopt prepare --imgsz 320" in d.advice and "1.9x measured" in d.advice
     # The same wait on images near imgsz, or on a prepared copy, is plain data-bound.
     near = Images(mean_bytes=40_000, long_side=480)
-    assert diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, near).kind == "data-bound"
+    assert bottleneck_of(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, near).kind == "data-bound"
     copy = Images(mean_bytes=40_000, long_side=1920, prepared=True)
-    assert diagnose(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, copy).kind == "data-bound"
+    assert bottleneck_of(_result(data_wait_fraction=0.6, config=Knobs(imgsz=320, workers=8)), CPU, None, copy).kind == "data-bound"
     # Not waiting for data: compute-bound, whatever the image size.
-    assert diagnose(_result(data_wait_fraction=0.05, config=Knobs(imgsz=320)), CPU, None, big).kind == "compute-bound"
+    assert bottleneck_of(_result(data_wait_fraction=0.05, config=Knobs(imgsz=320)), CPU, None, big).kind == "compute-bound"
 
 
 def test_the_gain_a_copy_bought_is_read_from_the_twin_trial_with_every_other_knob_equal():
