@@ -25,6 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[STATE_ENV] = tempfile.mkdtemp(prefix=f"speedopt-test-state-{worker or ''}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that read the one shared search run on one pytest-xdist worker (``--dist loadgroup``), so the
     search is made once per run, not once per worker."""

@@ -19,8 +19,8 @@ from tests.conftest import run_cli
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> Path:
-    """A 9-image demo set at 1280x960 (its data.yaml), read-only here."""
-    return data.generate(tmp_path_factory.mktemp("cli-prep") / "shapes", data.DemoSpec(train=6, val=3, width=1280, height=960))
+    """A 9-image demo set at 640x480 (its data.yaml), read-only here."""
+    return data.generate(tmp_path_factory.mktemp("cli-prep") / "shapes", data.DemoSpec(train=6, val=3, width=640, height=480))
 
 
 def test_help_explains_the_formats(capsys):

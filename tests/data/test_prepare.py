@@ -15,12 +15,12 @@ import yaml
 from speedopt import data
 from speedopt.errors import UsageError
 
-DEMO = data.DemoSpec(train=6, val=3, width=1280, height=960)
+DEMO = data.DemoSpec(train=6, val=3, width=640, height=480)  # larger than every imgsz below but 1600
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    """A 9-image demo set at 1280x960, generated once for the module (its root); never changed."""
+    """A 9-image demo set at 640x480, generated once for the module (its root); never changed."""
     return data.generate(tmp_path_factory.mktemp("prep-pristine") / "shapes", DEMO).parent
 
 
@@ -123,7 +123,7 @@ def test_lossless_copy_holds_the_pixels_the_ultralytics_loader_computes(shared, 
 
 def test_images_at_or_below_imgsz_are_not_upscaled(shared, tmp_path):
     copy = data.prepare(shared, data.PrepareSpec(1600), out=tmp_path / "big", jobs=1).copy
-    assert {_long_side(p) for p in _images(copy.root, ".jpg")} == {1280}
+    assert {_long_side(p) for p in _images(copy.root, ".jpg")} == {DEMO.width}
 
 
 def test_corrupt_image_is_skipped_listed_and_its_label_not_copied(fresh, tmp_path):

@@ -229,7 +229,10 @@ def test_the_lock_wait_line_never_names_an_exited_process_as_the_holder(faults):
         holder.stdin.write("release\n")
         holder.stdin.close()
         holder.wait()
-    _, rest = trial.communicate(timeout=300)
+    rest = trial.stderr.read()  # not communicate(): it reads the pipe itself, past what readline() buffered
+    assert trial.stdout is not None
+    trial.stdout.read()
+    trial.wait(timeout=300)
     said = " ".join((seen + rest).split())  # the console wraps long lines
     assert said.count("waiting for the host measurement lock") == 1, seen + rest
     assert f"held by pid {gone.pid}" not in said and f"pid {gone.pid}, study gone-study, which is no longer running" in said

@@ -12,7 +12,6 @@ import json
 
 import pytest
 
-from speedopt import data
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings
 from speedopt.measure._ceilings import ceiling_knobs
@@ -112,18 +111,3 @@ def test_ceilings_of_the_demo_config_bound_its_trial(demo_yaml):
     assert out["binding"] in ("data", "compute")
     assert out["trial"]["status"] == "ok"
     assert out["trial"]["images_per_s"] <= out["bound"] * (1 + TOLERANCE), out
-
-
-@pytest.mark.slow
-def test_data_ceiling_rises_with_workers_on_camera_photos(tmp_path):
-    """Camera-size JPEGs: decoding dominates the loader; two workers decode on both cores at once. The classic
-    trainer honours workers on the CPU (Ultralytics runs 0 there)."""
-    photos = data.generate(tmp_path / "photos", dataclasses.replace(data.PHOTOS, train=48, val=4))
-    speeds = {}
-    for workers in ("0", "2"):
-        out = _ceilings_json(
-            "--data", str(photos), "--engine", "yolov5", "--model", "yolov5n", "--imgsz", "160", "--batch", "4",
-            "--workers", workers, "--steps", "6", "--warmup", "2", "--device", "cpu",
-        )
-        speeds[workers] = out["data"]["images_per_s"]
-    assert speeds["2"] > 1.15 * speeds["0"], speeds
