@@ -82,8 +82,8 @@ def _final_images(out: Path) -> list[Path]:
 
 class Held:
     """One train image replaced by a FIFO that nobody writes yet: whoever opens it to decode it waits there
-    until :meth:`release`. So a run is held part-way, for certain, until the test has sent its signal: the
-    race between the signal and the end of the work is the test's, not the machine's load."""
+    until :meth:`release`. So a run is held part-way, for certain, until the test has sent its signal and
+    the run has ended: the race between the signal and the end of the work is the test's, not the load's."""
 
     def __init__(self, yaml_path: Path):
         images = sorted((yaml_path.parent / "images" / "train").glob("*.jpg"))
@@ -162,7 +162,8 @@ def test_ctrl_c_stops_the_workers_and_leaves_no_half_written_file(tmp_path):
         _held_until_images_appear(child, out)
         workers = psutil.Process(child.pid).children(recursive=True)
         child.send_signal(signal.SIGINT)
-        held.release()  # the signal is sent: the worker that waited on the held image may go on
+        # The held image stays held until the run has ended: the work cannot finish before the signal is
+        # handled, however loaded the machine (stopping the workers ends the one blocked on the FIFO)
         _, stderr = child.communicate(timeout=120)
     finally:
         held.release()
