@@ -168,3 +168,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _warm_jobs(engine: str):
+    """Jobs of ``engine`` in the calling module fork from one warm worker, as a search's jobs do: the trainer
+    is imported once per module, not once per job (the cold path, a fresh Python per job, is what the CLI's
+    ``trial`` tests and ``benchmarks/trial_overhead.py`` run)."""
+    from speedopt import engines
+    from speedopt.measure import warm_worker
+    from speedopt.offline import cache_dir
+
+    with warm_worker(engine, None, engines.get(engine).environment(cache_dir())) as worker:
+        assert worker is not None, "the warm worker did not start"
+        yield worker
+
+
+@pytest.fixture(scope="module")
+def warm_ultralytics():
+    """A warm worker for the Ultralytics engine's jobs, for one test module (see :func:`_warm_jobs`)."""
+    yield from _warm_jobs("ultralytics")
+
+
+@pytest.fixture(scope="module")
+def warm_yolov5():
+    """A warm worker for the classic engine's jobs, for one test module (see :func:`_warm_jobs`)."""
+    yield from _warm_jobs("yolov5")

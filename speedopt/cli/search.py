@@ -128,7 +128,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "already made are found and used",
     )
     parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
-    parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end")
+    parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end, and the ceiling jobs only the report reads (the baseline's and the recommendation's)")
     parser.add_argument(
         "--verify", action="store_true",
         help="at the end, run the recommended command for real for --verify-epochs epochs (speedopt verify) and "
@@ -187,6 +187,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
+        end_ceilings=not args.no_report,
     )
 
 

@@ -119,7 +119,8 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
     if plan.create and (complete(study) >= p.trials or schema.read_stopped(study)):
         _finals(plan, study, view, inputs)
         _ablation(plan, study, view, inputs)
-        ceilings_mod.ends(plan, study, view, inputs)
+        if plan.end_ceilings:
+            ceilings_mod.ends(plan, study, view, inputs)
     elif plan.create and full(study, p.trials):
         view.note("finals wait for trials still running on other workers: rerun this command when they are done")
 

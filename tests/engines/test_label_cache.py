@@ -75,8 +75,9 @@ def _users_run_scans(engine, data, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["ultralytics", "yolov5"])
-def test_subset_trials_read_the_built_label_cache_and_never_rewrite_it(engine, tmp_path):
+def test_subset_trials_read_the_built_label_cache_and_never_rewrite_it(engine, tmp_path, request):
     _installed(engine)
+    request.getfixturevalue(f"warm_{engine}")  # the jobs fork from a warm worker, as a search's do
     data = demo_data.generate(tmp_path / "set", demo_data.DemoSpec(train=16, val=4, width=160, height=120))
     labels = data.parent / "labels"
     job = LabelsJob(engine, None, str(data), 300.0, str(cache_dir()))
@@ -90,9 +91,9 @@ def test_subset_trials_read_the_built_label_cache_and_never_rewrite_it(engine, t
 
     knobs = Knobs(model="yolov5n", imgsz=64, batch=2, workers=0)
     options = measure.TrialOptions(device="cpu", engine=engine, steps=2, warmup=1, max_steps=2)
-    request = measure.make_request(str(data), knobs, options, label_caches=build.splits)
-    assert request.images < request.images_total == 16  # a subset: its own label hash matches no cache
-    result = measure.run_trial(request)
+    subset = measure.make_request(str(data), knobs, options, label_caches=build.splits)
+    assert subset.images < subset.images_total == 16  # a subset: its own label hash matches no cache
+    result = measure.run_trial(subset)
     assert result.status is Status.OK, result.message + result.log_tail
     assert result.label_scan_s == 0.0
     assert {p: p.read_bytes() for p in caches} == caches

@@ -53,7 +53,7 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
 
 
 @pytest.mark.slow
-def test_on_cpu_workers_run_as_yolo_detect_train_runs_them(demo_yaml):
+def test_on_cpu_workers_run_as_yolo_detect_train_runs_them(demo_yaml, warm_ultralytics):
     # `yolo detect train` forces workers=0 on CPU whatever the command says: the trial runs what the real run will.
     request = measure.make_request(str(demo_yaml), _tiny(workers=2), measure.TrialOptions(device="cpu", steps=3, warmup=1))
     assert request.knobs.workers == 0 and any("yolo detect train" in n and "workers=0" in n for n in request.notes)
@@ -65,7 +65,7 @@ def test_on_cpu_workers_run_as_yolo_detect_train_runs_them(demo_yaml):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cache", ["none", "ram", "disk"])
-def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
+def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, warm_ultralytics, cache):
     result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(cache=cache),
         measure.TrialOptions(device="cpu", steps=3, warmup=1)))
     assert result.status is Status.OK, result.message
@@ -74,7 +74,7 @@ def test_cache_modes_run_and_disk_cache_is_cleaned(demo_yaml, cache):
 
 
 @pytest.mark.slow
-def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
+def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml, warm_ultralytics):
     request = measure.make_request(str(demo_yaml), _tiny(freeze=3, imgsz=100), measure.TrialOptions(device="cpu", steps=2, warmup=1))
     assert request.knobs.imgsz == 128 and any("multiple of 32" in n for n in request.notes)
     result = measure.run_trial(request)
@@ -83,7 +83,7 @@ def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml):
 
 
 @pytest.mark.slow
-def test_timeout_kills_the_whole_trial(demo_yaml):
+def test_timeout_kills_the_whole_trial(demo_yaml, warm_ultralytics):
     request = measure.make_request(str(demo_yaml), _tiny(workers=2), measure.TrialOptions(device="cpu", steps=50, warmup=1, timeout_s=4))
     mine = {p.pid for p in psutil.Process().children(recursive=True)}
     result = measure.run_trial(request)
@@ -95,7 +95,7 @@ def test_timeout_kills_the_whole_trial(demo_yaml):
 
 
 @pytest.mark.slow
-def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, tmp_path):
+def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, warm_ultralytics, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("nc: 3\nbackbone: [[-1, 1, NoSuchModule, [16]]]\nhead: []\n")
     result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(model=str(broken)),

@@ -158,8 +158,7 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1", "--device", "cpu",
-        "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path,
-
+        "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     names = [s.study_name for s in optuna.get_all_study_summaries(url)]

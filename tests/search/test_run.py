@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import flat_attrs
+from speedopt.study import flat_attrs, schema
 from tests.conftest import EVERY_CONFIG, run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
@@ -91,6 +91,7 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     assert attrs["baseline"]["model"] == "yolov5n" and attrs["space"]["cache"] == {"choices": ["none", "ram", "disk"]}
     assert attrs["engine"] == "ultralytics" and attrs["speedopt_version"]
     assert study.metric_names == ["images/s"]
+    assert schema.read_ceilings(study) == {} and schema.read_ceilings_for(study) == {}  # --no-report: no ends' ceilings
     assert "yolo detect train" in done.stdout
     assert "no speedup claimed" in done.stdout and "x (interval" not in done.stdout  # --repeats 0: no finals, no claim
     best = max((t for t in trials if t.user_attrs["status"] == "ok"), key=lambda t: t.value)
@@ -183,17 +184,23 @@ def test_two_searches_on_one_host_never_measure_at_once(demo_yaml, space_file, t
 
 
 @pytest.mark.slow
-def test_finals_store_every_repeat_and_print_an_interval(demo_yaml, tmp_path):
+def test_finals_store_every_repeat_and_a_reproposed_config_is_not_measured_again(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
-    # The space: cache none (the baseline's) or disk: trial 1 must be the other config, the one finalist.
-    args = ["search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--baseline", BASELINE,
-            *FAST[:-2], "--repeats", "2", "--finalists", "1"]
+    # Two configs (cache none, the baseline's, or disk), four trials asked: the sampler must propose measured
+    # ones again, and trial 1 is the other config, the one finalist.
+    args = ["search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--baseline", BASELINE,
+            *FAST, "--repeats", "2", "--finalists", "1", "--no-ablation"]
     space = tmp_path / "space.yaml"
-
     space.write_text("cache: [none, disk]\n")
     done = run_cli(*args, "--space", str(space), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     study = _study(url)
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert sorted(t.user_attrs["config"]["cache"] for t in complete) == ["disk", "none"]  # each config measured once
+    pruned = study.get_trials(states=(TrialState.PRUNED,))
+    assert pruned and all(t.user_attrs["duplicate_of"] in (0, 1) for t in pruned)
+    assert "search stopped early" in done.stdout and "space is used up" in done.stdout
+
     finals = study.user_attrs["finals"]
     assert finals["trials"] == [0, 1] and finals["repeats"] == 2
     measured = finals["measured"]
@@ -209,21 +216,3 @@ def test_finals_store_every_repeat_and_print_an_interval(demo_yaml, tmp_path):
     again = run_cli(*args, "--space", str(space), cwd=tmp_path)  # resuming measures nothing more
     assert again.returncode == 0, again.stderr
     assert len(_study(url).user_attrs["finals"]["measured"]) == 4 and "round 1/2" not in again.stderr
-
-
-@pytest.mark.slow
-def test_a_reproposed_config_is_not_measured_again(demo_yaml, tmp_path):
-    # Two configs in the space, four trials asked: the sampler must propose measured ones again.
-    url = f"sqlite:///{tmp_path}/s.db"
-    space = tmp_path / "space.yaml"
-    space.write_text("cache: [none, disk]\n")
-    done = run_cli("search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--baseline", BASELINE,
-                   "--space", str(space), *FAST, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    study = _study(url)
-    complete = study.get_trials(states=(TrialState.COMPLETE,))
-    configs = [t.user_attrs["config"]["cache"] for t in complete]
-    assert sorted(configs) == ["disk", "none"]  # each config measured once
-    pruned = study.get_trials(states=(TrialState.PRUNED,))
-    assert pruned and all(t.user_attrs["duplicate_of"] in (0, 1) for t in pruned)
-    assert "search stopped early" in done.stdout and "space is used up" in done.stdout

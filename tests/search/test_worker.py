@@ -26,16 +26,19 @@ def _seed_study(demo_yaml, url, name, cwd, trials=1):
 
 
 @pytest.mark.slow
-def test_worker_refuses_a_study_of_another_kind_of_machine(demo_yaml, tmp_path):
+def test_worker_refuses_a_study_of_another_kind_of_machine(small_study, tmp_path):
+    _, source, small = small_study  # a real search's study, copied: the refusal reads only its attrs
     url = f"sqlite:///{tmp_path}/w.db"
-    study = _seed_study(demo_yaml, url, "other-machine", tmp_path)
+    optuna.copy_study(from_study_name=small, from_storage=source, to_storage=url, to_study_name="other-machine")
+    study = optuna.load_study(study_name="other-machine", storage=url)
+    before = len(study.trials)
     machine = study.user_attrs["machine"]
     machine["key"]["gpus"] = ["NVIDIA H200"]
     study.set_user_attr("machine", machine)
     done = run_cli("worker", "--storage", url, "--study", "other-machine", cwd=tmp_path)
     assert done.returncode == 2
     assert "refusing to join" in done.stderr and "GPU" in done.stderr and "Traceback" not in done.stderr
-    assert len(study.trials) == 1  # nothing ran
+    assert len(study.trials) == before  # nothing ran
 
 
 @pytest.mark.slow
