@@ -16,8 +16,14 @@ from speedopt.isolation import LOCK_ENV, STATE_ENV
 def pytest_configure(config: pytest.Config) -> None:
     """Tests (and the CLI processes they start) take a private host lock, never the real one: a
     search running on this host is neither blocked by the tests nor able to block them."""
+    import signal
     import tempfile
 
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A background job of a non-interactive shell (nohup, `cmd &`, some CI runners) starts with Ctrl-C
+        # ignored, and every process it starts inherits that: the Ctrl-C tests would wait for an interrupt
+        # that can never arrive. Handled here, the signal is at its default again in each child after exec.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # under pytest-xdist: each worker measures on its own
     if worker or LOCK_ENV not in os.environ:
         os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix=f"speedopt-test-lock-{worker or ''}")) / "measure.lock")

@@ -20,13 +20,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, get_args
+from typing import get_args
 
 from speedopt.knobs import Knobs
 from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, key_of
-from speedopt.study import Ranking, Space
+from speedopt.study import Ranking, RankMode, Space
 
-RankMode = Literal["auto", "on", "off"]  # --ceiling-rank: rank when the ceiling jobs are few, always, never
 MODES: tuple[RankMode, ...] = get_args(RankMode)
 MAX_CONFIGS = 4096  # a larger space is not enumerated (its ceilings would not be few)
 

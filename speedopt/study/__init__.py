@@ -28,6 +28,7 @@ from speedopt.study._outcome import SearchOutcome, list_studies, outcome, recomm
 from speedopt.study._protocol import OBJECTIVE as OBJECTIVE
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._rank import Ranking as Ranking
+from speedopt.study._rank import RankMode as RankMode
 from speedopt.study._record import TrialRecord, best_trial, finalists, records
 from speedopt.study._record import baseline_trial as baseline_trial
 from speedopt.study._record import ranked as ranked

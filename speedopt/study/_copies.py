@@ -36,7 +36,7 @@ class DataCopy:
 
     imgsz: int
     yaml: str  # the copy's data.yaml (absolute)
-    format: str
+    format: PrepareFormat
     quality: int
     seconds: float  # wall time the prepare that made it took (a one-time cost of the run)
     bytes: int  # the copy's image bytes on disk
@@ -55,7 +55,9 @@ class DataCopy:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DataCopy:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        values["format"] = one_of(PrepareFormat, data.get("format"), "copy format")
+        return cls(**values)
 
     @classmethod
     def of(cls, copy: PreparedCopy) -> DataCopy:
@@ -65,6 +67,14 @@ class DataCopy:
             seconds=round(copy.seconds, 3), bytes=copy.bytes, source_bytes=copy.source_bytes, jobs=copy.jobs,
             images=copy.images,
         )
+
+
+def one_of(kind: Any, value: object, what: str, study_name: str = "") -> Any:
+    """``value`` when it is one of the ``Literal`` ``kind``'s strings; UsageError for one a study may not hold."""
+    if value in get_args(kind):
+        return value
+    where = f"study {study_name!r}" if study_name else "the study"
+    raise UsageError(f"{where} stores {what} {value!r}, not one of {', '.join(get_args(kind))}: it was not made by this speedopt")
 
 
 def copy_for(copies: Sequence[DataCopy], imgsz: int) -> DataCopy:

@@ -14,11 +14,13 @@ from typing import Any, ClassVar
 
 from speedopt import defaults
 from speedopt.data import DatasetFingerprint
+from speedopt.engines import EngineName
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.machine import MachineFingerprint
 from speedopt.quality import Policy
-from speedopt.study._copies import DataCopy, copy_for
+from speedopt.study._copies import DataCopy, copy_for, one_of
+from speedopt.study._rank import RankMode
 from speedopt.study._space import Space
 from speedopt.study._warmstart import WarmStart
 from speedopt.version import __version__
@@ -38,7 +40,7 @@ class StudyProtocol:
     data: str
     dataset: DatasetFingerprint
     machine: MachineFingerprint
-    engine: str
+    engine: EngineName
     engine_version: str | None
     device: str
     space: Space
@@ -64,7 +66,7 @@ class StudyProtocol:
     copies: tuple[DataCopy, ...] = ()  # the prepared copies data=resized trains on, one per imgsz
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best feasible; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop sampling once the best config reaches this share of min(its ceilings); 0: never
-    ceiling_rank: str = "auto"  # auto | on | off: rank the space by its ceilings before the trials (speedopt.search._rank)
+    ceiling_rank: RankMode = "auto"  # rank the space by its ceilings before the trials (speedopt.search._rank)
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""
@@ -97,6 +99,8 @@ class StudyProtocol:
         values["quality"] = Policy.from_dict(attrs["quality"])
         values["warm_start"] = WarmStart.from_dict(attrs["warm_start"]) if attrs.get("warm_start") else None
         values["copies"] = tuple(DataCopy.from_dict(c) for c in attrs.get("copies") or ())
+        values["engine"] = one_of(EngineName, attrs.get("engine"), "engine", study_name)
+        values["ceiling_rank"] = one_of(RankMode, attrs.get("ceiling_rank", "auto"), "ceiling_rank", study_name)
         return cls(**values)
 
     def conflict(self, existing: dict[str, Any], study_name: str) -> str | None:

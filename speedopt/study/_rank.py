@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from speedopt.knobs import Knobs, knobs_text
+
+RankMode = Literal["auto", "on", "off"]  # --ceiling-rank: rank when the ceiling jobs are few, always, never
 
 
 @dataclass(frozen=True)
