@@ -56,9 +56,18 @@ def _speedopt_process(argv):
     return "speedopt.measure._child" in argv or "speedopt.measure._warm" in argv
 
 
-def _trial_processes():
-    """Every job process, and warm worker, still running."""
-    return [p for p in psutil.process_iter(["cmdline"]) if _speedopt_process(p.info["cmdline"] or [])]
+def _trial_processes(root):
+    """Every job process, and warm worker, of a search run under ``root`` still running (a job runs in its
+    private folder in the search's TMPDIR, the warm worker in the search's working folder): another test's
+    jobs, under pytest-xdist, are not this test's."""
+
+    def under_root(p):
+        try:
+            return Path(p.cwd()).is_relative_to(root)
+        except psutil.Error:
+            return False
+
+    return [p for p in psutil.process_iter(["cmdline"]) if _speedopt_process(p.info["cmdline"] or []) and under_root(p)]
 
 
 @pytest.mark.slow
@@ -134,7 +143,9 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url,
             "--space", str(space_file), "--baseline", BASELINE, *FAST]
-    search = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}  # the jobs' private folders: under this test's folder
+    (tmp_path / "tmp").mkdir()
+    search = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     child = None
     while time.monotonic() < deadline and child is None:
@@ -150,7 +161,7 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
 
     running = _study(url).get_trials(states=(TrialState.RUNNING,))
     assert len(running) == 1
-    done = run_cli(*argv[3:], cwd=tmp_path)
+    done = run_cli(*argv[3:], cwd=tmp_path, env={"TMPDIR": str(tmp_path / "tmp")})
     assert done.returncode == 0, done.stderr
     assert f"trial(s) {running[0].number} ended early (interrupted or killed): retried" in done.stderr
     study = _study(url)
@@ -160,7 +171,7 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == failed.number]
     assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
     assert retried[0].params == failed.params
-    assert _trial_processes() == []
+    assert _trial_processes(tmp_path) == []
 
 
 @pytest.mark.slow
