@@ -171,7 +171,8 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     retried = [t for t in study.trials if t.system_attrs.get("failed_trial") == failed.number]
     assert len(retried) == 1 and retried[0].state == TrialState.COMPLETE
     assert retried[0].params == failed.params
-    assert _trial_processes(tmp_path) == []
+    _gone, left = psutil.wait_procs(_trial_processes(tmp_path), timeout=30)  # the warm worker sees its search exit
+    assert left == []
 
 
 @pytest.mark.slow
