@@ -20,6 +20,20 @@ def test_import_speedopt_and_the_cli_loads_no_trainer_no_optuna_no_pandas():
     assert done.stdout.strip() == "[]"
 
 
+def test_a_jobs_entry_point_imports_its_own_subpackages_only():
+    """A trial's process (cold, or each warm worker) imports the job's code, not the search, the report or the doctor."""
+    code = "import speedopt.measure._child, sys; print(sorted(m for m in sys.modules if m.startswith('speedopt.')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[1] for m in ast.literal_eval(done.stdout)}
+    assert loaded.isdisjoint({"_api", "search", "reporting", "doctor", "cli"}), loaded
+
+
+def test_the_function_search_is_not_shadowed_by_the_subpackage_search():
+    code = "import speedopt.search, speedopt; from speedopt.search import SearchConfig; print(callable(speedopt.search))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
 def test_public_api_is_exported():
     for name in ("search", "trial", "report", "best", "worker", "SearchConfig", "TrialResult", "TrialRecord", "Knobs"):
         assert name in speedopt.__all__ and hasattr(speedopt, name)

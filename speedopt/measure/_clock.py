@@ -39,20 +39,21 @@ class StepStats:
 
 
 def preload() -> None:
-    """Import what :func:`t_quantiles` needs (scipy.stats, about 1 s), in a warm worker, once for every job."""
-    import scipy.stats  # noqa: F401
+    """Import what :func:`t_quantiles` needs (scipy.special, about 0.6 s), in a warm worker, once for every job."""
+    import scipy.special  # noqa: F401
 
 
 def t_quantiles(most: int, level: float = LEVEL) -> list[float]:
     """Student's t quantiles for a two-sided ``level`` interval of a mean of n samples, indexed by n (0..most).
 
     Computed once, before training starts: importing scipy (a few hundred ms) or calling it between two
-    steps would land inside a measured step.
+    steps would land inside a measured step. ``scipy.special.stdtrit`` is ``scipy.stats.t.ppf`` without
+    scipy.stats' import (about 1.9 s here, against 0.6 s).
     """
-    from scipy.stats import t
+    from scipy.special import stdtrit
 
     dfs = list(range(1, max(most, 2)))
-    return [float("inf"), float("inf")] + [float(q) for q in t.ppf(0.5 + level / 2, dfs)]
+    return [float("inf"), float("inf")] + [float(q) for q in stdtrit(dfs, 0.5 + level / 2)]
 
 
 def mean_ci_rel(samples: list[float], quantiles: list[float]) -> float:

@@ -2,7 +2,7 @@ import pytest
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.measure._clock import StepClock
+from speedopt.measure._clock import StepClock, t_quantiles
 from speedopt.status import Status, TrialFinished
 
 
@@ -148,3 +148,10 @@ def test_no_statistics_library_runs_between_measured_steps(monkeypatch):
         for i in range(40):
             _drive(clock, now, [0.0], [1.6 if i % 2 else 2.4], [4])
     assert clock.stats().ci_rel is not None
+
+
+def test_t_quantiles_are_students_two_sided_90_percent_points():
+    q = t_quantiles(12)
+    assert q[:2] == [float("inf"), float("inf")]  # n < 2: no interval
+    # Student's t, 0.95 quantile (two-sided 90%), for n samples: n - 1 degrees of freedom (printed tables)
+    assert q[2] == pytest.approx(6.3138, abs=1e-4) and q[11] == pytest.approx(1.8125, abs=1e-4)
