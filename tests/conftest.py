@@ -159,7 +159,7 @@ def small_study(demo_yaml, tmp_path_factory):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
         "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
-        "--fix", "freeze=0", "--steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--no-stop-at-ceiling",
+        "--fix", "freeze=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--no-stop-at-ceiling",
         "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2", "--no-ablation",
         cwd=work, timeout=900, process=True,
 

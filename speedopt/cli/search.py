@@ -128,7 +128,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "already made are found and used",
     )
     parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
-    parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end, and the ceiling jobs only the report reads (the baseline's and the recommendation's)")
+    parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end, and the jobs only the report reads (the baseline's and the recommendation's ceilings and timed validation passes)")
     parser.add_argument(
         "--verify", action="store_true",
         help="at the end, run the recommended command for real for --verify-epochs epochs (speedopt verify) and "
@@ -187,7 +187,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
-        end_ceilings=not args.no_report,
+        ends=not args.no_report,
     )
 
 
@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         out.print("\n".join(checked.lines()), highlight=False)
     if not args.no_report:
 
-        err.print("report: timing one validation pass for the baseline and the recommended config", highlight=False)
+        err.print("report: writing it (the search measured what it reads)", highlight=False)
         written = speedopt.report(result.study_name, storage=config.storage, epochs=args.epochs)
         out.print(f"report: {written.markdown}", highlight=False)
     return 0

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.measure import ValidationTime
-from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project, validation_time
+from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project
 from speedopt.reporting._text import duration, pct
+from speedopt.search import validation_time
 from speedopt.study import SearchOutcome, TrialRecord
 
 if TYPE_CHECKING:

@@ -13,25 +13,12 @@ the trial's subset to the full train set. Without that build, the trial's whole 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from speedopt import defaults
-from speedopt.data import load
 from speedopt.engines import LabelCacheBuild
 from speedopt.knobs import Knobs
-from speedopt.measure import (
-    MULTI_GPU_NOTE,
-    JobOutcome,
-    TrialResult,
-    ValidateJob,
-    ValidationTime,
-    no_new_npy,
-    run_job,
-)
-from speedopt.offline import cache_dir
+from speedopt.measure import MULTI_GPU_NOTE, TrialResult
 from speedopt.study import StudyProtocol, schema
 
 if TYPE_CHECKING:
@@ -167,52 +154,3 @@ def prepare_s_for(protocol: StudyProtocol, knobs: Knobs) -> float:
     if knobs.data != "resized":
         return 0.0
     return next((c.seconds for c in protocol.copies if c.imgsz == knobs.imgsz), 0.0)
-
-
-def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
-    parts: list[object] = [protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp, knobs.cache]
-    if knobs.data == "resized":  # validation on the copy: its own images
-        parts.append(protocol.data_yaml(knobs))
-    material = json.dumps(parts)
-    return hashlib.sha256(material.encode()).hexdigest()[:16]
-
-
-def validation_time(
-    study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S
-) -> JobOutcome | ValidationTime:
-    """One validation pass (and the checkpoint save after it) for these knobs on this machine: from the
-    study attrs, else timed now.
-
-    Timed with the config's cache mode: the trainer caches the val split too, and a cached val set
-    validates faster (1920x1080 PNGs: 3.5 s uncached for a pass the real run made in about half that).
-    Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
-    job's outcome when it could not be timed (its status and message say why).
-    """
-    digest = _val_digest(protocol, knobs)
-    stored = schema.read_val_time(study, digest)
-    if stored is not None:
-        return ValidationTime(stored["val_s"], stored["val_images"], stored["save_s"])
-    job = ValidateJob(
-        engine=protocol.engine,
-        yolov5_dir=protocol.yolov5_dir,
-        data_yaml=protocol.data_yaml(knobs),
-        knobs=knobs,
-        device=protocol.device,
-        timeout_s=timeout_s,
-        cache_dir=str(cache_dir()),
-        weights=protocol.quality.weights,
-    )
-    images = []
-    if knobs.cache == "disk":  # the timing run trains one batch first: its train images get .npy files too
-        ds = load(protocol.data_yaml(knobs))
-        images = [*ds.train_images, *ds.val_images]
-    with no_new_npy(images):
-        outcome = run_job(job, study.study_name)
-
-    timed = outcome.validation()
-    if timed is None:
-        return outcome
-    schema.write_val_time(
-        study, digest, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images, "save_s": timed.save_s}
-    )
-    return timed

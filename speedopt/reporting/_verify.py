@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from speedopt.errors import UsageError
 from speedopt.isolation import measuring, private_folder
 from speedopt.measure import ValidationTime
-from speedopt.reporting._projection import validation_time
 from speedopt.reporting._recommend import Recommendation, recommend
 from speedopt.reporting._trainer_run import (
     Note,
@@ -33,6 +32,7 @@ from speedopt.reporting._trainer_run import (
     offline_env,
     run_trainer,
 )
+from speedopt.search import validation_time
 from speedopt.status import Status
 from speedopt.study import schema
 

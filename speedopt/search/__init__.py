@@ -10,6 +10,7 @@ and how it is read back is :mod:`speedopt.study`.
 
 from speedopt.search._config import SearchConfig
 from speedopt.search._copies import find_copies, make_copies
+from speedopt.search._ends import validation_time
 from speedopt.search._objective import suggest
 from speedopt.search._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.search._rank import MODES as RANK_MODES
@@ -36,4 +37,5 @@ __all__ = [
     "make_copies",
     "adapt",
     "suggest",
+    "validation_time",
 ]

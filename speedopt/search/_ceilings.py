@@ -4,7 +4,7 @@ Each ceiling is measured once per key (:func:`speedopt.measure.measure_ceilings`
 so workers, resumes and the report share them. A search measures them for three uses: ranking the
 space before the trials (:mod:`speedopt.search._rank`), stopping at the ceiling
 (:func:`speedopt.search._stop.stop_at_ceiling`), and, after the finals, the ends: the ceilings of the
-baseline and of the recommendation, for the report (:func:`ends`).
+baseline and of the recommendation, for the report (:func:`speedopt.search._ends.ends`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measu
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import baseline_trial, best_trial, records, schema
+from speedopt.study import schema
 
 if TYPE_CHECKING:
     import optuna
@@ -45,19 +45,3 @@ def ceilings_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View,
     return found_or_measured(
         study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs)
     )
-
-
-def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
-    """The ceilings of the baseline's and the recommended config, for the report (found, or measured now)."""
-    done = records(study)
-    base = baseline_trial(done)
-    finals = schema.read_finals(study)
-    choice = finals.decision().choice if finals is not None and finals.complete else None
-    pick = next((r for r in done if r.number == choice), None) if choice is not None else best_trial(done)
-    chosen = {r.number: r for r in (base, pick) if r is not None and r.result.ok}
-    if not chosen:
-        return
-    view.note("the data and compute ceilings of the baseline and the recommendation (found, or measured now)")
-    for record in chosen.values():
-        ceilings_of(plan, study, record.config, view, inputs)
-    schema.write_ceilings_for(study, base.number if base else None, pick.number if pick else None)

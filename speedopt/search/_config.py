@@ -49,7 +49,7 @@ class SearchConfig:
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
     prepare: PrepareFormat | None = None  # make the data knob's resized copies first (speedopt prepare)
     warm: bool = True  # fork every job from one warm worker (torch and the trainer imported once); False: each job cold
-    end_ceilings: bool = True  # at the end, the baseline's and the recommendation's ceilings (the report's); False: not measured
+    ends: bool = True  # at the end, what the report reads: the baseline's and the recommendation's ceilings and validation time; False: not measured
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop when the best config reaches this share of min(its ceilings); 0: never
     ceiling_rank: RankMode = "auto"  # measure the space's ceilings first and its highest-bound configs first

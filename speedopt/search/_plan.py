@@ -47,7 +47,7 @@ class SearchPlan:
     prepare_format: PrepareFormat | None = None
     dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
     warm: bool = True  # jobs fork from one warm worker that imported the trainer once (speedopt.measure._warm)
-    end_ceilings: bool = True  # measure the ends' ceilings for the report after the finals (no report: no use for them)
+    ends: bool = True  # after the finals, measure what the report reads (search._ends; no report: no use for them)
 
     @property
     def trial(self) -> TrialOptions:
@@ -151,7 +151,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         prepare_format=config.prepare if data.to_prepare else None,
         dataset=ds,
         warm=config.warm,
-        end_ceilings=config.end_ceilings,
+        ends=config.ends,
     )
 
 

@@ -25,6 +25,7 @@ from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
+from speedopt.search._ends import ends
 from speedopt.search._interrupt import Interrupts
 from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
 from speedopt.search._open import open_study
@@ -119,8 +120,8 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
     if plan.create and (complete(study) >= p.trials or schema.read_stopped(study)):
         _finals(plan, study, view, inputs)
         _ablation(plan, study, view, inputs)
-        if plan.end_ceilings:
-            ceilings_mod.ends(plan, study, view, inputs)
+        if plan.ends:
+            ends(plan, study, view, inputs)
     elif plan.create and full(study, p.trials):
         view.note("finals wait for trials still running on other workers: rerun this command when they are done")
 

@@ -23,7 +23,7 @@ from tests.faults.conftest import Faults, freeze, no_traceback, one_line_error
 
 # Trials in these cases: the smallest real search speedopt can run (the baseline pinned to it too).
 TINY_SEARCH = [
-    "--quality", "off", "--trials", "1", "--repeats", "0", "--steps", "3", "--warmup", "1", "--device", "cpu",
+    "--quality", "off", "--trials", "1", "--repeats", "0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu",
     "--fix", "model=yolov5n", "--fix", "imgsz=64", "--fix", "batch=4", *EVERY_CONFIG,
 ]
 

@@ -30,7 +30,7 @@ PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a 
 SECRET = "S3cr3t-pw"
 BASELINE = "model=yolov5n imgsz=64 batch=4 workers=0"
 # The smallest real search: quality off, no finals, tiny images.
-TINY = ["--quality", "off", "--steps", "3", "--warmup", "1", "--device", "cpu", "--baseline", BASELINE, "--no-report",
+TINY = ["--quality", "off", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--baseline", BASELINE, "--no-report",
         *EVERY_CONFIG]
 
 

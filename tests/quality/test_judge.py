@@ -155,7 +155,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     url = f"sqlite:///{tmp_path}/q.db"
     common = [
         "search", "--data", str(learnable), "--trials", "2", "--storage", url, "--space", str(space),
-        "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3",
+        "--fix", "imgsz=32", "--baseline", "model=yolov5n imgsz=160 batch=8 workers=2", "--steps", "3", "--max-steps", "3",
         "--warmup", "1", "--device", "cpu", "--probe-epochs", "2", "--probe-fraction", "1", "--no-report",
         "--weights", str(pretrained),  # from the set's own checkpoint: 2 epochs tell 160 px from 32 px
         "--repeats", "0", *EVERY_CONFIG,
@@ -189,7 +189,7 @@ def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/off.db"
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
-        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--warmup", "1", "--device", "cpu",
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu",
         "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr

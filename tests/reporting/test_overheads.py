@@ -114,7 +114,7 @@ def test_a_large_val_split_gets_the_validation_advice_in_a_real_report(tmp_path)
 
     yaml = demo_data.generate(tmp_path / "bigval", demo_data.DemoSpec(train=16, val=192, width=96, height=72, seed=3))
     done = run_cli(
-        "search", "--data", str(yaml), "--trials", "1", "--steps", "3", "--warmup", "1", "--quality", "off",
+        "search", "--data", str(yaml), "--trials", "1", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--quality", "off",
         "--repeats", "0", "--device", "cpu", "--baseline", "model=yolov5n imgsz=64 batch=4 workers=0",
         "--storage", f"sqlite:///{tmp_path / 's.db'}", "--epochs", "20", cwd=tmp_path,
     )

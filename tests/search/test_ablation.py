@@ -212,7 +212,7 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
         data=str(demo_yaml), trials=2, storage=url, study="abl", baseline="model=yolov5n imgsz=128 batch=4 workers=0",
         fix=fixes, steps=3, warmup=1, device="cpu", quality="off", repeats=0, seed=1,
         prune_margin=0.0, stop_at_ceiling=0.0,  # both trials measured to their end, whatever they measure
-        end_ceilings=False,  # the report below is built without them
+        ends=False,  # the report below is built without them
     )
     first = speedopt.search(config)
     assert [r.result.status for r in first.trials] == [Status.OK, Status.OK]

@@ -34,7 +34,7 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path}/c.db"
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "ceil", "--quality", "off",
-        "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--fix", "cache=none", "--steps", "4", "--warmup", "1",
+        "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--fix", "cache=none", "--steps", "4", "--max-steps", "4", "--warmup", "1",
         "--device", "cpu", "--stop-at-ceiling", "1%", "--repeats", "0", cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -45,9 +45,16 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     assert sorted(name.split("|")[0] for name in found) == ["compute", "data"]
     assert all(c.ok and c.images_per_s > 0 for c in found.values())
     assert schema.read_ceilings_for(study) == {"baseline": 0, "recommended": 0}
+    # The search timed the validation the report projects (the baseline is the recommendation: one config),
+    # forked from its warm worker, before the report was written: the report found it stored.
+    (timed,) = [v for k, v in study.user_attrs.items() if k.startswith(schema.VAL_TIME)]
+    assert timed["status"] == "ok" and timed["val_s"] > 0
+    assert done.stderr.index("timing one validation pass") < done.stderr.index("report: writing")
     ranking = schema.read_ranking(study)  # one config (the trainer runs workers=0 on a CPU): nothing to rank
     assert ranking is not None and not ranking.ran and "nothing to rank" in ranking.message
     report = (tmp_path / "reports" / "ceil.md").read_text()
     section = report[report.index("## Ceilings"):]
     assert "| baseline (trial 0) |" in section and "compute ceiling" in section
     assert "The search stopped early" in section
+    (row,) = [line for line in report.splitlines() if line.startswith("| validation per epoch |")]
+    assert "| - |" not in row, row  # the stored timing reached the projection

@@ -127,7 +127,7 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
     done = run_cli(
         "search", "--data", str(yaml_path), "--trials", "2", "--storage", url, "--study", "d", "--prepare", "png",
         "--quality", "off", "--baseline", "model=yolov5n imgsz=64 batch=2 workers=0", "--fix", "cache=none",
-        "--steps", "3", "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=work, timeout=900,
+        "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=work, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "prepare: copy at imgsz=64" in done.stderr

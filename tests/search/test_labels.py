@@ -31,6 +31,7 @@ def _config(data, tmp_path, trials=3):
         data=str(data), device="cpu", baseline=BASELINE, storage=f"sqlite:///{tmp_path}/s.db", study="s",
         quality="off", trials=trials, repeats=0, steps=3, warmup=1,
         warm=False,  # no warm worker: with the faked jobs below, no process starts at all
+        ends=False,  # nor the ends' validation timing (a real job)
     )
 
 

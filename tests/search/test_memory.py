@@ -6,7 +6,7 @@ import pytest
 from speedopt.study import flat_attrs
 from tests.conftest import run_cli
 
-SEARCH = ["search", "--device", "cpu", "--quality", "off", "--repeats", "0", "--trials", "1", "--steps", "3",
+SEARCH = ["search", "--device", "cpu", "--quality", "off", "--repeats", "0", "--trials", "1", "--steps", "3", "--max-steps", "3",
           "--warmup", "1", "--baseline", "model=yolov5n imgsz=128 batch=8 workers=0 cache=ram", "--no-report"]
 
 

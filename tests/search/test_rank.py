@@ -97,7 +97,7 @@ def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(dem
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "rank", "--quality", "off",
         "--baseline", "model=yolov5n imgsz=64 batch=4 workers=0 cache=none", "--space", str(tmp_path / "space.yaml"),
-        "--steps", "3", "--warmup", "1", "--device", "cpu", "--ceiling-rank", "on", "--stop-at-ceiling", "1%", "--repeats", "0",
+        "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--ceiling-rank", "on", "--stop-at-ceiling", "1%", "--repeats", "0",
         "--no-ablation", cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -20,7 +20,7 @@ from speedopt.study import flat_attrs, schema
 from tests.conftest import EVERY_CONFIG, run_cli
 
 # Search mechanics only: accuracy probes are tested in test_quality.py.
-FAST = ["--steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0",
+FAST = ["--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--seed", "1", "--no-report", "--quality", "off", "--repeats", "0",
         *EVERY_CONFIG]  # every trial runs to its end: these tests count them
 BASELINE = "model=yolov5n imgsz=128 batch=4 workers=0"
 

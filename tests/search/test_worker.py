@@ -18,7 +18,7 @@ PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a 
 def _seed_study(demo_yaml, url, name, cwd, trials=1):
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", str(trials), "--storage", url, "--study", name,
-        "--quality", "off", "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3",
+        "--quality", "off", "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3",
         "--warmup", "1", "--device", "cpu", "--no-report", *EVERY_CONFIG, cwd=cwd,
     )
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,99 @@
+"""The ends of a search: after the finals, what its report reads, measured while the search's warm worker runs.
+
+The report places the baseline and the recommended config against their ceilings and projects each one's
+full run with a timed validation pass (and the checkpoint save after it). Measured here, inside the
+search, each job forks from the warm worker that already imported the trainer; measured by the report
+afterwards, each would start a fresh Python (about 6 s of imports here). Both are stored in the study,
+so the report, a resume and a second report find them (:func:`validation_time` times one only when the
+study has none).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+from speedopt import defaults, engines
+from speedopt.data import load
+from speedopt.knobs import Knobs
+from speedopt.measure import JobOutcome, ValidateJob, ValidationTime, no_new_npy, run_job
+from speedopt.offline import cache_dir
+from speedopt.search._ceilings import ceilings_of
+from speedopt.search._objective import Inputs
+from speedopt.search._plan import SearchPlan
+from speedopt.search._view import View
+from speedopt.study import StudyProtocol, baseline_trial, best_trial, records, schema
+
+if TYPE_CHECKING:
+    import optuna
+
+
+def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
+    """The ceilings and a timed validation pass of the baseline's and the recommended config (found, or measured now)."""
+    done = records(study)
+    base = baseline_trial(done)
+    finals = schema.read_finals(study)
+    choice = finals.decision().choice if finals is not None and finals.complete else None
+    pick = next((r for r in done if r.number == choice), None) if choice is not None else best_trial(done)
+    chosen = {r.number: r for r in (base, pick) if r is not None and r.result.ok}
+    if not chosen:
+        return
+    p = plan.protocol
+    view.note("the data and compute ceilings of the baseline and the recommendation (found, or measured now)")
+    for record in chosen.values():
+        ceilings_of(plan, study, record.config, view, inputs)
+    schema.write_ceilings_for(study, base.number if base else None, pick.number if pick else None)
+    if engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
+        view.note("timing one validation pass for the baseline and the recommendation, for the report's projection")
+        for record in chosen.values():
+            validation_time(study, p, record.config)  # a failure is stored nowhere: the report says why
+
+
+def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
+    parts: list[object] = [protocol.dataset.id, protocol.device, knobs.model, knobs.imgsz, knobs.batch, knobs.amp, knobs.cache]
+    if knobs.data == "resized":  # validation on the copy: its own images
+        parts.append(protocol.data_yaml(knobs))
+    material = json.dumps(parts)
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def validation_time(
+    study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S
+) -> JobOutcome | ValidationTime:
+    """One validation pass (and the checkpoint save after it) for these knobs on this machine: from the
+    study attrs, else timed now.
+
+    Timed with the config's cache mode: the trainer caches the val split too, and a cached val set
+    validates faster (1920x1080 PNGs: 3.5 s uncached for a pass the real run made in about half that).
+    Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
+    job's outcome when it could not be timed (its status and message say why).
+    """
+    digest = _val_digest(protocol, knobs)
+    stored = schema.read_val_time(study, digest)
+    if stored is not None:
+        return ValidationTime(stored["val_s"], stored["val_images"], stored["save_s"])
+    job = ValidateJob(
+        engine=protocol.engine,
+        yolov5_dir=protocol.yolov5_dir,
+        data_yaml=protocol.data_yaml(knobs),
+        knobs=knobs,
+        device=protocol.device,
+        timeout_s=timeout_s,
+        cache_dir=str(cache_dir()),
+        weights=protocol.quality.weights,
+    )
+    images = []
+    if knobs.cache == "disk":  # the timing run trains one batch first: its train images get .npy files too
+        ds = load(protocol.data_yaml(knobs))
+        images = [*ds.train_images, *ds.val_images]
+    with no_new_npy(images):
+        outcome = run_job(job, study.study_name)
+
+    timed = outcome.validation()
+    if timed is None:
+        return outcome
+    schema.write_val_time(
+        study, digest, {"status": outcome.status.value, "val_s": timed.seconds, "val_images": timed.images, "save_s": timed.save_s}
+    )
+    return timed
