@@ -3,8 +3,11 @@ checked to hold YOLOv5's own train.py, versioned by its git commit) or the ``yol
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import inspect
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -52,12 +55,30 @@ def checkout_version(root: Path) -> str:
 def import_train(root: Path | None, install_hint: str) -> ModuleType:
     """train.py as a module: from the checkout ``root`` (its own utils/, models/ first on sys.path) or the package."""
     try:
-        if root is None:
-            return importlib.import_module("yolov5.train")
-        sys.path.insert(0, str(root))
-        return importlib.import_module("train")
+        with _frames_without_source():
+            if root is None:
+                return importlib.import_module("yolov5.train")
+            sys.path.insert(0, str(root))
+            return importlib.import_module("train")
     except ImportError as exc:
         raise RuntimeError(
             f"the classic YOLOv5 code could not be imported ({exc}); {install_hint} "
             "(the extra pins setuptools<81: the old code imports pkg_resources)"
         ) from exc
+
+
+@contextlib.contextmanager
+def _frames_without_source() -> Iterator[None]:
+    """``inspect.stack()`` without source lines, while train.py imports.
+
+    YOLOv5's utils/general.py calls ``inspect.stack()`` twice at import and reads only the frames' file
+    names. With source lines, each frame scans every loaded module: 2 s of each job forked from a warm
+    worker (which has torch's compiler stack loaded), against a fraction of that in a real ``python
+    train.py``. Without them the file names are the same.
+    """
+    real = inspect.stack
+    inspect.stack = lambda context=1: real(0)
+    try:
+        yield
+    finally:
+        inspect.stack = real
