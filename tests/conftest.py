@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("small_study"))
 
 _CURRENT: pytest.Item | None = None
-#: Commands that start trainer jobs: in a slow test they run through the real entry point.
+#: Commands that start trainer jobs: in a slow test they run through the real entry point, except searches.
 TRAINS = frozenset({"search", "worker", "trial", "ceilings", "verify", "prepare"})
+#: Commands that fork their jobs from a warm worker: in a slow test they run in-process, inside one warm
+#: worker that the whole session shares (:func:`shared_warm_worker`), as several searches of one Python API
+#: caller do. The trainer is imported once per session, not once per search (about 8 s each here).
+SHARED_WARM = frozenset({"search", "worker"})
+_SHARED: dict[str, Any] = {}
+
+
+def shared_warm_worker(engine: str = "ultralytics") -> Any:
+    """The session's warm worker for ``engine`` (the package's code), started on first use, closed at the end of
+    the session; None where it cannot start (jobs then run cold). A search in another environment, or on a
+    checkout (``--yolov5-dir``), starts its own."""
+    from speedopt import engines
+    from speedopt.measure import _warm
+    from speedopt.offline import cache_dir
+
+    env = engines.get(engine).environment(cache_dir())
+    worker = _SHARED.get(engine)
+    if worker is None or not worker.matches(engine, None, env):
+        if worker is not None:
+            worker.close()
+        try:
+            worker = _warm.start(engine, None, env)
+        except (OSError, RuntimeError):
+            worker = None
+        _SHARED[engine] = worker
+    return worker
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for worker in _SHARED.values():
+        if worker is not None:
+            worker.close()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -79,13 +112,21 @@ def run_cli(
     real entry point in a subprocess, as a user would: for a test about the process itself (signals,
     exit on a parent's death, what the entry point imports). In a ``slow`` test a command that trains
     (:data:`TRAINS`) runs in a subprocess unless told otherwise: its time is the trainer's, and it proves
-    the entry point; one that only reads a study (report, best, export, ...) runs in-process.
+    the entry point; a search or a worker runs in-process, its jobs forked from the session's shared warm
+    worker (:data:`SHARED_WARM`); one that only reads a study (report, best, export, ...) runs in-process.
     """
+    slow = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
+    command = args[0] if args else ""
     if process is None:
-        slow = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
-        process = slow and bool(args) and args[0] in TRAINS
+        process = slow and command in TRAINS - SHARED_WARM
     if process:
         return run_process(*args, cwd=cwd, timeout=timeout, env=env)
+    if slow and command in SHARED_WARM and "--yolov5-dir" not in args:
+        from speedopt.measure import _warm
+
+        engine = args[args.index("--engine") + 1] if "--engine" in args[:-1] else "ultralytics"
+        with _warm.using(shared_warm_worker(engine)):
+            return run_in_process(*args, cwd=cwd, env=env)
     return run_in_process(*args, cwd=cwd, env=env)
 
 
@@ -154,16 +195,18 @@ def small_study(demo_yaml, tmp_path_factory):
     on which config happens to measure faster (``--no-ablation``: whether an ablation runs would; its real test
     is in tests/study/test_ablation.py).
     """
+    from speedopt.measure import _warm
+
     work = tmp_path_factory.mktemp("small-study")
     url = f"sqlite:///{work}/small.db"
-    done = run_cli(
-        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
-        "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
-        "--fix", "freeze=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--no-stop-at-ceiling",
-        "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2", "--no-ablation",
-        cwd=work, timeout=900, process=True,
-
-    )
+    with _warm.using(shared_warm_worker()):  # in-process, its jobs forked from the session's warm worker
+        done = run_in_process(
+            "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", "small",
+            "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
+            "--fix", "freeze=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1",
+            "--no-stop-at-ceiling", "--probe-fraction", "0.5", "--quality", "all", "--finalists", "1", "--repeats", "2",
+            "--no-ablation", cwd=work,
+        )
     assert done.returncode == 0, done.stderr
     return work, url, "small"
 
@@ -177,15 +220,14 @@ def free_port() -> int:
 
 
 def _warm_jobs(engine: str):
-    """Jobs of ``engine`` in the calling module fork from one warm worker, as a search's jobs do: the trainer
-    is imported once per module, not once per job (the cold path, a fresh Python per job, is what the CLI's
-    ``trial`` tests and ``benchmarks/trial_overhead.py`` run)."""
-    from speedopt import engines
-    from speedopt.measure import warm_worker
-    from speedopt.offline import cache_dir
+    """Jobs of ``engine`` in the calling module fork from the session's warm worker, as a search's jobs do: the
+    trainer is imported once per session, not once per job (the cold path, a fresh Python per job, is what the
+    CLI's ``trial`` tests and ``benchmarks/trial_overhead.py`` run)."""
+    from speedopt.measure import _warm
 
-    with warm_worker(engine, None, engines.get(engine).environment(cache_dir())) as worker:
-        assert worker is not None, "the warm worker did not start"
+    worker = shared_warm_worker(engine)
+    assert worker is not None, "the warm worker did not start"
+    with _warm.using(worker):
         yield worker
 
 
@@ -199,3 +241,13 @@ def warm_ultralytics():
 def warm_yolov5():
     """A warm worker for the classic engine's jobs, for one test module (see :func:`_warm_jobs`)."""
     yield from _warm_jobs("yolov5")
+
+
+@pytest.fixture
+def shared_warm():
+    """A test's searches through the Python API fork their jobs from the session's warm worker, as the
+    CLI's searches in slow tests do (:func:`run_cli`)."""
+    from speedopt.measure import _warm
+
+    with _warm.using(shared_warm_worker()):
+        yield

@@ -52,10 +52,10 @@ def test_best_reads_a_stored_study(demo_yaml, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_search_through_the_api(demo_yaml, tmp_path):
+def test_a_search_through_the_api(demo_yaml, tmp_path, shared_warm):
     result = speedopt.search(
         str(demo_yaml), trials=2, storage=f"sqlite:///{tmp_path}/s.db", study="api", quality="off", device="cpu",
-        baseline="model=yolov5n imgsz=128 batch=4 workers=0", steps=3, warmup=1, stop_at_ceiling=0.0, prune_margin=0.0,
+        baseline="model=yolov5n imgsz=128 batch=4 workers=0", steps=3, max_steps=3, warmup=1, stop_at_ceiling=0.0, prune_margin=0.0,
         repeats=0, ends=False,  # the API's surface: the finals, the ablation and the ends are the CLI tests'
     )
     assert isinstance(result, speedopt.SearchOutcome) and result.complete == 2

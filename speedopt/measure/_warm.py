@@ -14,7 +14,8 @@ measures a config cold and warm side by side.
 Dying: the worker watches the process that started it, and each forked child watches the worker
 (:func:`speedopt.isolation._orphan.die_with`), so a SIGKILLed search leaves neither. Multi-GPU jobs run
 cold (``torch.distributed.run`` starts the ranks). The worker in use is a context variable set by
-:func:`warm_worker` (:func:`current`); with none, or one for another engine, jobs run cold.
+:func:`warm_worker` (:func:`current`); with none, or one for another engine, jobs run cold. A
+:func:`warm_worker` block inside one with a matching worker uses it (:func:`using` sets one for a block).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from speedopt.isolation import PARENT_ENV, kill_group
 from speedopt.isolation import start as start_process
 
 _CURRENT: contextvars.ContextVar[WarmWorker | None] = contextvars.ContextVar("speedopt_warm_worker", default=None)
-_MAX_MESSAGE = 1 << 16
+_MAX_MESSAGE = 1 << 17  # a request carries the job's whole environment
 
 
 @dataclass
@@ -58,8 +59,12 @@ class WarmWorker:
         return self.alive() and (engine, yolov5_dir) == (self.engine, self.yolov5_dir) and env == self.env
 
     def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
-        """Start the job in ``workdir`` as a forked child with ``env`` added; its pid (its process group too)."""
-        message = json.dumps({"workdir": str(workdir), "env": env}).encode()
+        """Start the job in ``workdir`` as a forked child; its pid (its process group too).
+
+        The child's environment is this process's now, with ``env`` added: what the cold path gives its
+        child, whenever the worker started.
+        """
+        message = json.dumps({"workdir": str(workdir), "env": {**os.environ, **env}}).encode()
         socket.send_fds(self.sock, [message], list(fds))
         reply = self._read(timeout_s=60.0)
         if reply is None or "pid" not in reply:
@@ -113,29 +118,62 @@ def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: f
 
 
 @contextlib.contextmanager
-def warm_worker(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> Iterator[WarmWorker | None]:
-    """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start)."""
+def warm_worker(
+    engine: str = "ultralytics",
+    yolov5_dir: str | None = None,
+    env: dict[str, str] | None = None,
+    on_start: Callable[[], None] | None = None,
+    enabled: bool = True,
+) -> Iterator[WarmWorker | None]:
+    """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start).
+
+    Inside a block that already has a matching worker (the same engine, code and engine environment:
+    :func:`current`) the block uses that one and starts none: several searches in one process import
+    the trainer once. That worker imported the trainer under the environment it started in; each job
+    still gets the environment of the moment it starts. ``env``: the engine's job environment (default:
+    its own, as a search's jobs get). ``on_start()`` is called before one starts. ``enabled=False``: every
+    job in the block starts a fresh Python, even inside another block.
+    """
+    if env is None:
+        from speedopt import engines
+        from speedopt.offline import cache_dir
+
+        env = engines.get(engine, yolov5_dir=yolov5_dir).environment(cache_dir())
+    if not enabled:
+        with using(None):
+            yield None
+        return
+    running = current(engine, yolov5_dir, env)
+    if running is not None:
+        yield running
+        return
+    if on_start is not None:
+        on_start()
     try:
         worker: WarmWorker | None = start(engine, yolov5_dir, env)
     except (OSError, RuntimeError):  # jobs run cold
         worker = None
-    token = _CURRENT.set(worker)
     try:
-        yield worker
+        with using(worker):
+            yield worker
     finally:
-        _CURRENT.reset(token)
         if worker is not None:
             worker.close()
 
 
 @contextlib.contextmanager
-def cold() -> Iterator[None]:
-    """Jobs in the block start a fresh Python, even inside :func:`warm_worker` (a side-by-side comparison)."""
-    token = _CURRENT.set(None)
+def using(worker: WarmWorker | None) -> Iterator[None]:
+    """Jobs in the block fork from ``worker`` (None: they run cold); the worker stays running after it."""
+    token = _CURRENT.set(worker)
     try:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def cold() -> contextlib.AbstractContextManager[None]:
+    """Jobs in the block start a fresh Python, even inside :func:`warm_worker` (a side-by-side comparison)."""
+    return using(None)
 
 
 def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWorker | None:
@@ -181,6 +219,7 @@ def _become_job(sock: socket.socket, request: dict[str, object], fds: list[int])
         os.dup2(log, 2)
         os.chdir(workdir)
         env = request.get("env")
+        os.environ.clear()  # the job's environment is the parent's of the moment (see WarmWorker.fork)
         os.environ.update({str(k): str(v) for k, v in (env.items() if isinstance(env, dict) else ())})
         os.environ[PARENT_ENV] = str(os.getppid())  # it watches the worker, which watches the search
         import tempfile

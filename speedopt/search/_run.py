@@ -83,13 +83,13 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
 
 
 def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[object]:
-    """The warm worker every job of this run forks from (``plan.warm``); nothing when off or when it cannot start."""
+    """The warm worker every job of this run forks from: started here, or the caller's (a block of
+    :func:`~speedopt.measure.warm_worker` around several searches); none with ``plan.warm`` off (``--cold``)
+    or when it cannot start."""
     p = plan.protocol
-    if not plan.warm:
-        return contextlib.nullcontext()
     env = engines.get(p.engine, yolov5_dir=p.yolov5_dir).environment(cache_dir())
-    view.note("starting a warm worker: torch and the trainer imported once, every trial forked from it")
-    return warm_worker(p.engine, p.yolov5_dir, env)
+    note = "starting a warm worker: torch and the trainer imported once, every trial forked from it"
+    return warm_worker(p.engine, p.yolov5_dir, env, on_start=lambda: view.note(note), enabled=plan.warm)
 
 
 def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts) -> None:

@@ -216,7 +216,7 @@ def test_the_run_loop_times_new_rows_from_the_marker_and_kills_on_timeout(tmp_pa
 
 
 @pytest.mark.slow
-def test_verify_runs_the_recommended_command_for_real(tmp_path, capsys):
+def test_verify_runs_the_recommended_command_for_real(tmp_path, capsys, shared_warm):
     data_yaml = demo_data.generate(tmp_path / "shapes", demo_data.DemoSpec(train=16, val=8, width=160, height=120))
     url = f"sqlite:///{tmp_path}/s.db"
     speedopt.search(

@@ -202,7 +202,7 @@ def test_one_change_is_the_finals_and_a_kept_baseline_has_no_ablation():
 
 
 @pytest.mark.slow
-def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo_yaml, tmp_path):
+def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo_yaml, tmp_path, shared_warm):
     """A real search whose one other config is two knobs from the baseline (imgsz 128 -> 96, batch 4 -> 2: every
     other knob fixed), hand-made finals that recommend it (nothing here depends on which config measures
     faster), then the same search resumed: the ablation runs for real, and the report shows it."""
@@ -210,7 +210,7 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
     fixes = ("model=yolov5n", "imgsz=96", "batch=2", "workers=0", "cache=none", "freeze=0", "data=original")
     config = SearchConfig(
         data=str(demo_yaml), trials=2, storage=url, study="abl", baseline="model=yolov5n imgsz=128 batch=4 workers=0",
-        fix=fixes, steps=3, warmup=1, device="cpu", quality="off", repeats=0, seed=1,
+        fix=fixes, steps=3, max_steps=3, warmup=1, device="cpu", quality="off", repeats=0, seed=1,
         prune_margin=0.0, stop_at_ceiling=0.0,  # both trials measured to their end, whatever they measure
         ends=False,  # the report below is built without them
     )

@@ -1,0 +1,59 @@
+"""Which warm worker a block's jobs fork from: its own, a caller's (nested blocks), or none (cold).
+
+The worker here is a real process and a real socket, but never asked to fork: these tests are about the
+blocks, not the forking (every slow search test forks its jobs from a real warm worker)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from speedopt.measure import _warm, warm_worker
+
+ENV = {"SPEEDOPT_TEST": "1"}
+
+
+@pytest.fixture
+def idle_worker():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    worker = _warm.WarmWorker("ultralytics", None, dict(ENV), process, ours, 0.0)
+    yield worker
+    process.kill()
+    theirs.close()
+    worker.close()
+
+
+def test_a_block_inside_a_matching_workers_block_uses_it_and_starts_none(idle_worker):
+    started = []
+    with _warm.using(idle_worker):
+        with warm_worker("ultralytics", None, dict(ENV), on_start=lambda: started.append(1)) as worker:
+            assert worker is idle_worker and _warm.current("ultralytics", None, ENV) is idle_worker
+        assert idle_worker.alive()  # the inner block leaves the caller's worker running
+    assert started == [] and _warm.current("ultralytics", None, ENV) is None
+
+
+def test_a_worker_of_another_engine_or_environment_is_not_used(idle_worker):
+    with _warm.using(idle_worker):
+        assert _warm.current("yolov5", None, ENV) is None
+        assert _warm.current("ultralytics", None, {"SPEEDOPT_TEST": "2"}) is None
+        assert _warm.current("ultralytics", "/a/checkout", ENV) is None
+
+
+def test_a_disabled_block_runs_its_jobs_cold_even_inside_a_warm_one(idle_worker):
+    started = []
+    with _warm.using(idle_worker):
+        with warm_worker("ultralytics", None, dict(ENV), on_start=lambda: started.append(1), enabled=False) as worker:
+            assert worker is None and _warm.current("ultralytics", None, ENV) is None
+        assert _warm.current("ultralytics", None, ENV) is idle_worker
+    assert started == []
+
+
+def test_a_dead_worker_is_not_used(idle_worker):
+    idle_worker.process.kill()
+    idle_worker.process.wait()
+    with _warm.using(idle_worker):
+        assert _warm.current("ultralytics", None, ENV) is None
