@@ -184,27 +184,6 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
 
 
-@pytest.mark.slow
-def test_quality_off_searches_system_knobs_only(demo_yaml, tmp_path):
-    url = f"sqlite:///{tmp_path}/off.db"
-    done = run_cli(
-        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--quality", "off",
-        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu",
-        "--repeats", "0", "--no-report", *EVERY_CONFIG, cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    names = [s.study_name for s in optuna.get_all_study_summaries(url)]
-    assert quality.CACHE_STUDY not in names  # no probe ever ran
-    study = optuna.load_study(study_name=names[0], storage=url)
-    for t in study.get_trials(states=(TrialState.COMPLETE,)):
-        assert set(t.params) <= {"workers", "cache"}
-        a = flat_attrs(t.user_attrs)
-        cfg = a["config"]
-        assert (cfg["model"], cfg["imgsz"], cfg["batch"], cfg["freeze"]) == ("yolov5n", 128, 4, 0)
-        assert a["probes_run"] == 0 and a["feasible"] is True
-    assert "quality off" in done.stdout
-
-
 def test_quality_all_judges_a_config_that_lazy_probing_skips():
     """``--quality all`` never skips a signature for being slow (fills the probe cache deterministically)."""
     from speedopt.quality._judge import Reference

@@ -71,8 +71,10 @@ def _trial_processes(root):
 
 
 @pytest.mark.slow
-def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file, tmp_path):
-    args = ["search", "--data", str(demo_yaml), "--trials", "3", "--space", str(space_file), "--baseline", BASELINE, *FAST]
+def test_search_completes_with_baseline_first_and_resumes(demo_yaml, tmp_path):
+    # The default space with --quality off (FAST): on a CPU the trainer runs 0 workers and the accuracy knobs
+    # stay at the baseline's, so the three cache modes are the space.
+    args = ["search", "--data", str(demo_yaml), "--trials", "3", "--baseline", BASELINE, *FAST]
     done = run_cli(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     url = f"sqlite:///{tmp_path}/studies/speedopt.db"  # the default storage, relative to the working dir
@@ -93,6 +95,8 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
         assert {k: a["config"][k] for k in t.params} == t.params  # what ran is what the sampler chose
         assert a["measure_started_at"] < a["measure_ended_at"]
         assert a["feasible"] is True and t.constraints == {"measured": 0.0, "map_loss": 0.0}  # quality off: every measured trial is feasible
+        assert set(t.params) <= {"workers", "cache"} and a["probes_run"] == 0  # quality off: system knobs only, no probe
+        assert (a["config"]["model"], a["config"]["imgsz"], a["config"]["batch"], a["config"]["freeze"]) == ("yolov5n", 128, 4, 0)
     attrs = study.user_attrs
     assert attrs["dataset"]["train_images"] == 48 and attrs["dataset"]["train_bytes"] > 0
     assert attrs["machine"]["key"]["cpu_cores"] == len(os.sched_getaffinity(0))
@@ -101,6 +105,8 @@ def test_search_completes_with_baseline_first_and_resumes(demo_yaml, space_file,
     assert attrs["engine"] == "ultralytics" and attrs["speedopt_version"]
     assert study.metric_names == ["images/s"]
     assert schema.read_ceilings(study) == {} and schema.read_ceilings_for(study) == {}  # --no-report: no ends' ceilings
+    assert CACHE_STUDY not in [s.study_name for s in optuna.get_all_study_summaries(url)]  # no probe ever ran
+    assert "quality off" in done.stdout
     assert "yolo detect train" in done.stdout
     assert "no speedup claimed" in done.stdout and "x (interval" not in done.stdout  # --repeats 0: no finals, no claim
     best = max((t for t in trials if t.user_attrs["status"] == "ok"), key=lambda t: t.value)
