@@ -34,7 +34,7 @@ def figure(pattern: str, text: str) -> re.Match[str]:
 
 @pytest.mark.slow
 def test_trial_overhead_runs():
-    out = run_benchmark("trial_overhead.py", "--repeats", "2", "--steps", "3", "--warmup", "1", "--imgsz", "64")
+    out = run_benchmark("trial_overhead.py", "--repeats", "1", "--steps", "3", "--warmup", "1", "--imgsz", "64")
     assert re.search(r"^\s*mode\s+wall s\s+setup s\s+measured s\s+fixed s\s+images/s\s+fixed$", out, re.MULTILINE), out
     for mode in ("cold", "warm"):
         found = figure(rf"^{mode}: fixed cost ([\d.]+) s per trial, (\d+)% of its wall time; images/s min ([\d.]+), median ([\d.]+), max ([\d.]+)", out)

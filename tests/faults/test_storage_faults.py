@@ -327,7 +327,8 @@ def _wait_running(url: str, name: str, proc: subprocess.Popen, timeout: float = 
     """The first trial of the study still RUNNING a second after it started, polled while ``proc`` runs.
 
     A proposal that repeats a measured config is pruned at once (``duplicate_of``): a trial that is
-    still running a second later is being measured, whatever the sampler proposed first.
+    still running a second later is being measured, whatever the sampler proposed first. The baseline is
+    no proposal: it is returned as soon as it runs (a 3-step baseline can end within that second).
     """
     deadline = time.monotonic() + timeout
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -338,6 +339,8 @@ def _wait_running(url: str, name: str, proc: subprocess.Popen, timeout: float = 
         except (KeyError, ValueError, optuna.exceptions.StorageInternalError):
             running = []
         if running and running[0].user_attrs.get("worker"):
+            if running[0].user_attrs.get("role") == "baseline":
+                return running[0]
             time.sleep(1.0)
             again = _study(url, name).trials[running[0].number]
             if again.state == TrialState.RUNNING:

@@ -220,7 +220,7 @@ def test_verify_runs_the_recommended_command_for_real(tmp_path, capsys, shared_w
     data_yaml = demo_data.generate(tmp_path / "shapes", demo_data.DemoSpec(train=16, val=8, width=160, height=120))
     url = f"sqlite:///{tmp_path}/s.db"
     speedopt.search(
-        str(data_yaml), trials=1, steps=3, warmup=1, quality="off", device="cpu",
+        str(data_yaml), trials=1, steps=3, max_steps=3, warmup=1, quality="off", device="cpu",
         baseline="model=yolov5n imgsz=64 batch=4 workers=0", storage=url, ends=False,  # verify reads no ceiling
     )
     assert main(["verify", "--storage", url, "--epochs", "1"]) == 0
