@@ -2,8 +2,8 @@
 one clear line, exited as promised, and left the user's dataset, storage and temp folder as they were.
 
 Every case runs with a private ``TMPDIR``, so "nothing left in the temp folder" is checked on a folder no
-other process writes to; a process the case signals or kills is the real ``speedopt`` entry point in a
-subprocess. Permissions are
+other process writes to; a trial (and every process a case signals or kills) is the real ``speedopt``
+entry point in a subprocess. Permissions are
 simulated with ``chattr +i`` (immutable: even root cannot write) where a case needs a read-only
 folder, since the suite runs as root here; a case skips, saying so, where chattr is not available.
 """
@@ -57,11 +57,8 @@ class Faults:
             self.watched[path] = tree(path)
 
     def run(self, *args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """The real CLI in ``work`` with the private temp folder. A ``trial`` runs in-process, its job forked
-        from the session's warm worker (in a case, it is the run after the fault: the one that must find
-        and clean what the killed one left); the killed runs themselves start the real entry point."""
-        warm = True if args and args[0] == "trial" else None
-        return run_cli(*args, cwd=self.work, timeout=timeout, env={"TMPDIR": str(self.tmp), **(env or {})}, warm=warm)
+        """The real CLI in ``work`` with the private temp folder."""
+        return run_cli(*args, cwd=self.work, timeout=timeout, env={"TMPDIR": str(self.tmp), **(env or {})})
 
     def unchanged(self) -> None:
         """Every watched tree is as it was, and the private temp folder holds nothing speedopt left."""
