@@ -108,7 +108,6 @@ def run_cli(
     timeout: float = 300,
     env: dict[str, str] | None = None,
     process: bool | None = None,
-    warm: bool | None = None,
 ) -> subprocess.CompletedProcess:
     """Run the `speedopt` command line and capture what it printed (``env``: extra variables).
 
@@ -119,12 +118,11 @@ def run_cli(
     exit on a parent's death, what the entry point imports). In a ``slow`` test a command that trains
     (:data:`TRAINS`) runs in a subprocess unless told otherwise: its time is the trainer's, and it proves
     the entry point; a search or a worker runs in-process, its jobs forked from the session's shared warm
-    worker (:data:`SHARED_WARM`; ``warm=True`` does the same for another command in a slow test,
-    ``warm=False`` not); one that only reads a study (report, best, export, ...) runs in-process.
+    worker (:data:`SHARED_WARM`); one that only reads a study (report, best, export, ...) runs in-process.
     """
     slow = _CURRENT is not None and _CURRENT.get_closest_marker("slow") is not None
     command = args[0] if args else ""
-    warm = slow and (command in SHARED_WARM if warm is None else warm)  # a fast test starts no warm worker
+    warm = slow and command in SHARED_WARM  # a fast test starts no warm worker
     if process is None:
         process = slow and command in TRAINS and not warm
     if process:
