@@ -4,10 +4,13 @@ subset's labels from a full split's label cache."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import importlib
 import importlib.metadata
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +28,23 @@ def package_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def preload_modules(*names: str) -> None:
+    """Import ``names`` where installed, for a warm worker to fork its jobs from (:meth:`Engine.preload`).
+
+    Imported in an empty working folder: matplotlib reads a ``matplotlibrc`` in the working directory at
+    import, and a job started cold imports it in its own empty private folder.
+    """
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="speedopt-preload-") as empty:
+        os.chdir(empty)
+        try:
+            for name in names:
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(name)
+        finally:
+            os.chdir(here)
 
 
 def model_argument(model: str) -> str:

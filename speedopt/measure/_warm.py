@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speedopt.data import resolution_env
 from speedopt.isolation import PARENT_ENV, kill_group
 from speedopt.isolation import start as start_process
 
@@ -56,7 +57,8 @@ class WarmWorker:
         return self.process.poll() is None
 
     def matches(self, engine: str, yolov5_dir: str | None, env: dict[str, str]) -> bool:
-        return self.alive() and (engine, yolov5_dir) == (self.engine, self.yolov5_dir) and env == self.env
+        same = (engine, yolov5_dir) == (self.engine, self.yolov5_dir) and _imports_env(env) == _imports_env(self.env)
+        return same and self.alive()
 
     def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
         """Start the job in ``workdir`` as a forked child; its pid (its process group too).
@@ -127,10 +129,10 @@ def warm_worker(
 ) -> Iterator[WarmWorker | None]:
     """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start).
 
-    Inside a block that already has a matching worker (the same engine, code and engine environment:
-    :func:`current`) the block uses that one and starts none: several searches in one process import
-    the trainer once. That worker imported the trainer under the environment it started in; each job
-    still gets the environment of the moment it starts. ``env``: the engine's job environment (default:
+    Inside a block that already has a matching worker (the same engine, code and engine environment,
+    whatever working folder each search runs in: :func:`current`) the block uses that one and starts
+    none: several searches in one process import the trainer once. That worker imported the trainer
+    under the environment it started in; each job still gets the environment of the moment it starts. ``env``: the engine's job environment (default:
     its own, as a search's jobs get). ``on_start()`` is called before one starts. ``enabled=False``: every
     job in the block starts a fresh Python, even inside another block.
     """
@@ -174,6 +176,14 @@ def using(worker: WarmWorker | None) -> Iterator[None]:
 def cold() -> contextlib.AbstractContextManager[None]:
     """Jobs in the block start a fresh Python, even inside :func:`warm_worker` (a side-by-side comparison)."""
     return using(None)
+
+
+def _imports_env(env: dict[str, str]) -> dict[str, str]:
+    """The part of an engine's job environment that a worker's imports may read: not where a job resolves
+    data.yaml paths from (:func:`speedopt.data.resolution_env`, the search's working folder), which each
+    job reads as it runs, from the environment its fork hands it."""
+    per_job = resolution_env().keys()
+    return {k: v for k, v in env.items() if k not in per_job}
 
 
 def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWorker | None:

@@ -43,6 +43,22 @@ def test_a_worker_of_another_engine_or_environment_is_not_used(idle_worker):
         assert _warm.current("ultralytics", "/a/checkout", ENV) is None
 
 
+def test_a_worker_serves_blocks_run_from_any_working_folder(idle_worker, tmp_path, monkeypatch):
+    """Where a job resolves data.yaml paths from (the caller's folder) each job gets at its fork, so it
+    does not tell workers apart: a session's searches in several folders share one worker."""
+    from speedopt.data import resolution_env
+
+    monkeypatch.chdir(tmp_path)
+    here = {**ENV, **resolution_env()}
+    monkeypatch.chdir(tmp_path.parent)
+    elsewhere = {**ENV, **resolution_env()}
+    assert here != elsewhere
+    with _warm.using(idle_worker):
+        assert _warm.current("ultralytics", None, here) is idle_worker
+        assert _warm.current("ultralytics", None, elsewhere) is idle_worker
+        assert _warm.current("ultralytics", None, {**elsewhere, "YOLO_CONFIG_DIR": "/other"}) is None
+
+
 def test_a_disabled_block_runs_its_jobs_cold_even_inside_a_warm_one(idle_worker):
     started = []
     with _warm.using(idle_worker):
