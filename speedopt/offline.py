@@ -58,10 +58,9 @@ def place_font(folder: Path, names: tuple[str, ...] = ("Arial.ttf", "Arial.Unico
     source = Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"
     folder.mkdir(parents=True, exist_ok=True)
     for target in missing:
-        if not target.exists():
-            tmp = target.with_suffix(".tmp")
-            shutil.copyfile(source, tmp)
-            tmp.replace(target)
+        tmp = target.with_suffix(".tmp")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
 
 
 def cache_dir() -> Path:

@@ -29,7 +29,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,8 +57,10 @@ class WarmWorker:
         return self.process.poll() is None
 
     def matches(self, engine: str, yolov5_dir: str | None, env: dict[str, str]) -> bool:
-        same = (engine, yolov5_dir) == (self.engine, self.yolov5_dir) and _imports_env(env) == _imports_env(self.env)
-        return same and self.alive()
+        if (engine, yolov5_dir) != (self.engine, self.yolov5_dir):
+            return False
+        per_job = resolution_env().keys()  # where a job resolves data.yaml from: each gets its own at its fork
+        return _without(env, per_job) == _without(self.env, per_job) and self.alive()
 
     def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
         """Start the job in ``workdir`` as a forked child; its pid (its process group too).
@@ -132,8 +134,8 @@ def warm_worker(
     Inside a block that already has a matching worker (the same engine, code and engine environment,
     whatever working folder each search runs in: :func:`current`) the block uses that one and starts
     none: several searches in one process import the trainer once. That worker imported the trainer
-    under the environment it started in; each job still gets the environment of the moment it starts. ``env``: the engine's job environment (default:
-    its own, as a search's jobs get). ``on_start()`` is called before one starts. ``enabled=False``: every
+    under the environment it started in; each job still gets the environment of the moment it starts.
+    ``env``: the engine's job environment (default: its own, as a search's jobs get). ``on_start()`` is called before one starts. ``enabled=False``: every
     job in the block starts a fresh Python, even inside another block.
     """
     if env is None:
@@ -178,12 +180,10 @@ def cold() -> contextlib.AbstractContextManager[None]:
     return using(None)
 
 
-def _imports_env(env: dict[str, str]) -> dict[str, str]:
-    """The part of an engine's job environment that a worker's imports may read: not where a job resolves
-    data.yaml paths from (:func:`speedopt.data.resolution_env`, the search's working folder), which each
-    job reads as it runs, from the environment its fork hands it."""
-    per_job = resolution_env().keys()
-    return {k: v for k, v in env.items() if k not in per_job}
+def _without(env: dict[str, str], keys: Iterable[str]) -> dict[str, str]:
+    """``env`` less ``keys``: the part of a job environment a worker's imports may read (see :meth:`WarmWorker.matches`)."""
+    drop = set(keys)
+    return {k: v for k, v in env.items() if k not in drop}
 
 
 def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWorker | None:
