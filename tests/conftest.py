@@ -30,6 +30,12 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix=f"speedopt-test-lock-{worker or ''}")) / "measure.lock")
     if worker or STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
         os.environ[STATE_ENV] = tempfile.mkdtemp(prefix=f"speedopt-test-state-{worker or ''}")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if worker and workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # Each worker's trainers get their share of the cores, as each gets its own host lock. torch's
+        # OpenMP threads spin at their barriers: two tests that each ran one per core here made the classic
+        # trainer 9x slower (a trial 10.8 s alone, 97 s beside a two-thread torch loop, 9.3 s with 1 thread).
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
         # A Python that writes no bytecode compiles speedopt's modules again in each of the hundreds of
         # processes the suite starts (measured here: 0.35 s each; installed packages have theirs from pip).

@@ -2,7 +2,9 @@
 one clear line, exited as promised, and left the user's dataset, storage and temp folder as they were.
 
 Every case runs with a private ``TMPDIR``, so "nothing left in the temp folder" is checked on a folder no
-other process writes to; a trial (and every process a case signals or kills) is the real ``speedopt``
+other process writes to; it is a short path in ``/tmp``, as a user's temp folder is (in pytest's own temp
+folder, ``.../popen-gw1/test_a_classic_trial_longer_th0/tmp`` under pytest-xdist, multiprocessing's sockets
+would not fit the 107 bytes of an AF_UNIX path, and a trainer's dataloader then waits forever for a batch); a trial (and every process a case signals or kills) is the real ``speedopt``
 entry point in a subprocess. Permissions are
 simulated with ``chattr +i`` (immutable: even root cannot write) where a case needs a read-only
 folder, since the suite runs as root here; a case skips, saying so, where chattr is not available.
@@ -14,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,12 +82,15 @@ class Faults:
 
 @pytest.fixture
 def faults(tmp_path: Path) -> Iterator[Faults]:
-    tmp = tmp_path / "tmp"
+    tmp = Path(tempfile.mkdtemp(prefix="sf-", dir="/tmp"))  # short: see the module docstring
     work = tmp_path / "work"
-    tmp.mkdir()
     work.mkdir()
-    yield Faults(root=tmp_path, tmp=tmp, work=work)
-    unfreeze(tmp_path)
+    try:
+        yield Faults(root=tmp_path, tmp=tmp, work=work)
+    finally:
+        unfreeze(tmp_path)
+        unfreeze(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def one_line_error(done: subprocess.CompletedProcess, *mentions: str, code: int = 2) -> str:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -335,29 +333,19 @@ def test_sigkill_while_measuring_with_disk_cache_is_swept_by_the_next_trial(faul
     faults.unchanged()
 
 
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A private temp folder with a short path, as /tmp is: there a trial's child keeps its temp files
-    (dataloader workers' pymp-* folders among them) in its own folder, which the sweep removes."""
-    folder = Path(tempfile.mkdtemp(prefix="sf-", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @pytest.mark.slow
-def test_sigkill_of_a_classic_trials_process_group_while_measuring(faults, state, short_tmp):
-    # Dataloader workers (the classic engine runs them on CPU) killed with the group leave temp files too.
+def test_sigkill_of_a_classic_trials_process_group_while_measuring(faults, state):
+    # Dataloader workers (the classic engine runs them on CPU) killed with the group leave temp files too:
+    # in the child's own folder (the case's temp folder is short, as /tmp is), which the sweep removes.
     data = faults.dataset(train=32)
     before = _files(data.parent)
-    env = {**state, "TMPDIR": str(short_tmp)}
-    proc = _start(faults, "--data", str(data), "--engine", "yolov5", "--workers", "1", *LONG, "--cache", "disk", env=env, session=True)
-    _wait_for(lambda: _phase(short_tmp) == "measure", proc, faults, "measuring")
-    _kill(short_tmp, proc, group=True)
-    assert _npy(data.parent) and list(short_tmp.iterdir())
-    _ok(faults.run("trial", "--data", str(data), *FAST, env=env))
+    proc = _start(faults, "--data", str(data), "--engine", "yolov5", "--workers", "1", *LONG, "--cache", "disk", env=state, session=True)
+    _wait_for(lambda: _phase(faults.tmp) == "measure", proc, faults, "measuring")
+    _kill(faults.tmp, proc, group=True)
+    assert _npy(data.parent) and list(faults.tmp.iterdir())
+    _ok(faults.run("trial", "--data", str(data), *FAST, env=state))
     assert _files(data.parent) == before and _records(state) == []
-    assert list(short_tmp.iterdir()) == []
-    faults.unchanged()
+    faults.unchanged()  # the temp folder is empty again
 
 
 @pytest.mark.slow

@@ -23,6 +23,10 @@ from speedopt.measure._workdir import result_name, write_json
 from tests.conftest import run_cli
 from tests.measure.test_launch import _until
 
+# Launches are found by their marker, on the whole host: under pytest-xdist (the slow tier's --dist loadgroup)
+# every launch test runs on one worker, so that no test sees another's ranks as its own leftovers.
+pytestmark = pytest.mark.xdist_group("launch")
+
 
 def _ok(rate: float, notes: tuple[str, ...] = ()) -> dict:
     return {"status": "ok", "message": "measured", "figures": {"images_per_s": rate, "notes": list(notes)}}

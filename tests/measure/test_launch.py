@@ -32,6 +32,11 @@ from speedopt.measure._launch import (
 from speedopt.measure._runner import PARENT_ENV
 from speedopt.status import Status
 
+# Launches are found by their marker, on the whole host: under pytest-xdist (the slow tier's --dist loadgroup)
+# every launch test runs on one worker, so that no test sees another's ranks as its own leftovers.
+pytestmark = pytest.mark.xdist_group("launch")
+
+
 STANDIN = ["-m", "speedopt.measure._standin"]
 
 
@@ -105,13 +110,13 @@ def test_two_gloo_ranks_measure_ok(tmp_path):
     assert not launch_processes(plan.launch_id) and port_free(plan.master_port)
 
 
-@pytest.mark.slow  # ~13 s: the deadline leaves the ranks time to start training
+@pytest.mark.slow  # ~20 s: the deadline leaves the ranks time to start training, even beside another test's trainer
 def test_a_timeout_kills_every_rank(tmp_path):
     plan = plan_launch(_standin(tmp_path, 10**8), 2, 60)
     started = time.monotonic()
-    result = run_launch(plan, tmp_path, deadline_s=12)
+    result = run_launch(plan, tmp_path, deadline_s=20)
     assert result.status is Status.TIMEOUT and "deadline" in result.message
-    assert time.monotonic() - started < 12 + 15  # deadline + the SIGTERM grace + the wait
+    assert time.monotonic() - started < 20 + 15  # deadline + the SIGTERM grace + the wait
     assert (tmp_path / "rank0.started.json").exists(), result.log_tail  # it was training when killed
     assert not list(tmp_path.glob("rank?.json"))
     assert not launch_processes(plan.launch_id) and port_free(plan.master_port)
