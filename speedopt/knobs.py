@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from speedopt.checkpoint import check_checkpoint
 from speedopt.errors import UsageError
 
 MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
@@ -85,6 +86,8 @@ def resolve_model(model: str) -> str:
     if path.suffix in (".pt", ".yaml", ".yml"):
         if not path.is_file():
             raise UsageError(f"model file not found: {text}; give a local .pt/.yaml file or one of {', '.join(MODEL_SCALES)}")
+        if path.suffix == ".pt":  # the trainer unpickles it: a crafted file would run its code there
+            check_checkpoint(path, f"model {text}")
         return str(path.resolve())
     raise UsageError(f"unknown model {shown(text)}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
 

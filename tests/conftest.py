@@ -223,6 +223,19 @@ def small_study(demo_yaml, tmp_path_factory):
     return work, url, "small"
 
 
+def checkpoint_file(path: Path) -> Path:
+    """A minimal torch checkpoint in the zip format (``{"model": None, "ema": None}``), written without torch:
+    what speedopt's inspection (:func:`speedopt.checkpoint.check_checkpoint`) accepts, for tests where only
+    the path matters."""
+    import pickle
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(f"{path.stem}/data.pkl", pickle.dumps({"model": None, "ema": None}, protocol=2))
+        archive.writestr(f"{path.stem}/version", "3\n")
+    return path
+
+
 def free_port() -> int:
     import socket
 

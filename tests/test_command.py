@@ -8,6 +8,7 @@ import pytest
 from speedopt import command
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
+from tests.conftest import checkpoint_file
 
 CONFIGS = [
     Knobs(),
@@ -47,9 +48,7 @@ def test_python_form_is_valid_python():
 
 @pytest.fixture
 def weights(tmp_path):
-    path = tmp_path / "best.pt"
-    path.write_bytes(b"not read: only the path matters here")
-    return str(path)
+    return str(checkpoint_file(tmp_path / "best.pt"))  # only the path matters here
 
 
 @pytest.mark.parametrize("device", ["cpu", "0", "0,1", "0,1,2,3"])

@@ -2,6 +2,7 @@ import pytest
 
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, parse_bool, resolve_model, round_imgsz, validate
+from tests.conftest import checkpoint_file
 
 
 def test_imgsz_rounds_up_to_stride_and_says_so():
@@ -33,9 +34,11 @@ def test_bad_knobs_raise_one_line(change, match):
 
 def test_model_resolution(tmp_path):
     assert resolve_model("YOLOv5M") == "yolov5m"
-    weights = tmp_path / "best.pt"
-    weights.write_bytes(b"x")
+    weights = checkpoint_file(tmp_path / "best.pt")
     assert resolve_model(str(weights)) == str(weights.resolve())
+    (tmp_path / "noise.pt").write_bytes(b"x")  # a .pt model is inspected as --weights is: the trainer unpickles it
+    with pytest.raises(UsageError, match="is not a YOLO checkpoint"):
+        resolve_model(str(tmp_path / "noise.pt"))
 
 
 def test_dict_round_trip_and_unknown_keys():

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from speedopt import defaults
+from speedopt.checkpoint import check_checkpoint
 from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import positive
-from speedopt.quality._checkpoint import foreign, peek
 
 ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
 BASELINE_SEEDS = (0, 1)
@@ -147,18 +147,7 @@ def check_weights(text: str) -> tuple[str, str]:
     path = Path(text).expanduser()
     if not path.is_file():
         raise UsageError(f"--weights file not found: {text}; give a local .pt checkpoint (speedopt never downloads)")
-    try:
-        inside = peek(path)  # never unpickled for real here: a crafted file's code must not run in this process
-    except Exception:  # an inert unpickler fails on bad data only, in many ways: none of them is ours
-        inside = None
-    if inside is None or not ({"model", "ema"} & inside.keys):
-        raise UsageError(f"--weights {text} is not a YOLO checkpoint (a torch file with a 'model' entry)")
-    stranger = foreign(inside.names)
-    if stranger is not None:
-        raise UsageError(
-            f"--weights {text} refers to {stranger}, which no Ultralytics or yolov5 checkpoint needs: refusing it "
-            "(loading it would run that code); give a checkpoint saved by the trainer itself"
-        )
+    check_checkpoint(path, f"--weights {text}")  # never unpickled for real here: its code must not run
     return str(path.resolve()), _weights_id(path)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.isolation import measuring, private_folder
+from speedopt.knobs import resolve_model
 from speedopt.measure import ValidationTime
 from speedopt.reporting._recommend import Recommendation, recommend
 from speedopt.reporting._trainer_run import (
@@ -223,6 +224,7 @@ def verify(
     rec = recommend(study)
     if rec is None:
         raise UsageError(f"study {study.study_name!r} has no recommendation yet (no feasible trial measured ok); run speedopt search first")
+    resolve_model(rec.knobs.model)  # a study may come from elsewhere: a .pt it names is inspected before a trainer loads it
     ips, ips_source = _predicted_images_per_s(rec)
     env = offline_env(rec)
     notes: list[str] = []

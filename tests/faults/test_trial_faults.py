@@ -265,6 +265,46 @@ def test_a_crafted_checkpoint_runs_nothing_and_is_refused(faults, module, name, 
     faults.unchanged()
 
 
+@pytest.mark.parametrize("given", ["trial --model", "search --baseline", "search --fix"])
+def test_a_crafted_model_file_runs_nothing_and_is_refused(faults, given):
+    # Round 2, item 1: a .pt given as the model went straight to the trainer, which unpickled it (the
+    # payload's file appeared, exit 1). It is inspected as --weights is, for every way a model is given.
+    data = faults.dataset()
+    marker = faults.root / "pwned"
+    evil = _crafted(faults.root / "evil.pt", "posix", "system", (f"touch {marker}",), legacy=False)
+    storage = faults.work / "s.db"
+    faults.watch(data.parent)
+    command, option = given.split()
+    value = {"--model": str(evil), "--baseline": f"model={evil} imgsz=64 batch=4 workers=0", "--fix": f"model={evil}"}[option]
+    common = ["--data", str(data), "--steps", "2", "--warmup", "1", "--device", "cpu", option, value]
+    if command == "search":
+        common += ["--storage", f"sqlite:///{storage}", "--trials", "1", "--repeats", "0", "--quality", "off"]
+    line = one_line_error(faults.run(command, *common), f"model {evil}", "posix.system")
+    assert "refusing" in line
+    assert not marker.exists() and not storage.exists()
+    faults.unchanged()
+
+
+def test_verify_refuses_a_crafted_model_that_a_study_names(faults):
+    # A study may come from elsewhere (speedopt import): the model its recommendation names is inspected too.
+    from optuna.trial import TrialState, create_trial
+
+    from tests.reporting.test_verify import _stored_study
+
+    data = faults.dataset()
+    marker = faults.root / "pwned"
+    evil = _crafted(faults.root / "evil.pt", "posix", "system", (f"touch {marker}",), legacy=True)
+    url = f"sqlite:///{faults.work / 's.db'}"
+    study, proto = _stored_study(data, url)
+    config = {**proto.baseline.to_dict(), "model": str(evil)}
+    attrs = {"status": "ok", "images_per_s": 10.0, "config": config, "feasible": True, "role": "baseline"}
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=10.0, user_attrs=attrs))
+    faults.watch(data.parent)
+    line = one_line_error(faults.run("verify", "--storage", url, "--study", study.study_name), f"model {evil}", "posix.system")
+    assert "refusing" in line and not marker.exists()
+    faults.unchanged()
+
+
 # -- cache=disk on a dataset folder that cannot be written (item 16c) ----------------------------------
 
 

@@ -1,4 +1,5 @@
-"""Look inside a torch checkpoint without running it: how ``--weights`` is checked at plan time.
+"""Look inside a torch checkpoint without running it: how every checkpoint a trainer will load is checked
+at plan time (``--weights``, and ``--model``/``model=`` given as a ``.pt`` file: :func:`check_checkpoint`).
 
 A ``.pt`` file is a pickle, and unpickling calls whatever the file names: ``torch.load(...,
 weights_only=False)`` of a crafted checkpoint runs its code, here in speedopt's own process before
@@ -13,12 +14,15 @@ child process, as the user's own training run would.
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from speedopt.errors import UsageError
 
 _TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER (the legacy, non-zip format)
 _MAX_PICKLE = 256 << 20  # a YOLO checkpoint's pickle (storages apart) is a few hundred kB
@@ -119,3 +123,32 @@ def foreign(names: frozenset[tuple[str, str]]) -> str | None:
             continue
         return f"{module}.{name}"
     return None
+
+
+def check_checkpoint(path: Path, what: str) -> None:
+    """Refuse, with one line naming ``what`` (``--weights x.pt``, ``model x.pt``), a file that is no YOLO
+    checkpoint or refers to code no checkpoint needs: the trainer unpickles it, which would run that code.
+    Every checkpoint handed to a trainer passes here first, read inertly (:func:`peek`), never loaded."""
+    try:
+        inside = _peeked(str(path), *_stamp(path))
+    except Exception:  # an inert unpickler fails on bad data only, in many ways: none of them is ours
+        inside = None
+    if inside is None or not ({"model", "ema"} & inside.keys):
+        raise UsageError(f"{what} is not a YOLO checkpoint (a torch file with a 'model' entry)")
+    stranger = foreign(inside.names)
+    if stranger is not None:
+        raise UsageError(
+            f"{what} refers to {stranger}, which no Ultralytics or yolov5 checkpoint needs: refusing it "
+            "(loading it would run that code); give a checkpoint saved by the trainer itself"
+        )
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+@functools.lru_cache(maxsize=32)
+def _peeked(path: str, mtime_ns: int, size: int) -> Peek:
+    """:func:`peek`, once per file version: a search checks its model for every trial it plans."""
+    return peek(Path(path))

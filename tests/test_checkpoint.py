@@ -1,4 +1,4 @@
-"""``--weights`` is checked without unpickling it for real: real Ultralytics and yolov5 checkpoints pass,
+"""A checkpoint (``--weights``, a ``.pt`` model) is checked without unpickling it for real: real Ultralytics and yolov5 checkpoints pass,
 in both torch formats, and a file whose unpickling would run code is refused without running it."""
 
 import datetime
@@ -7,9 +7,9 @@ from copy import deepcopy
 
 import pytest
 
+from speedopt.checkpoint import foreign, peek
 from speedopt.errors import UsageError
 from speedopt.quality import check_weights
-from speedopt.quality._checkpoint import foreign, peek
 
 
 @pytest.fixture(scope="module")
