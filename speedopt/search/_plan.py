@@ -196,15 +196,12 @@ def _data_knob(
     notes = []
     if not policy.probing and "data" not in policy.neutral:
         values = ("original",)
-        notes.append(
-            "data=resized not searched: the prepared copy is JPEG (it can change accuracy) and quality is off; "
-            "search with --prepare png for a lossless copy, or use --quality probe"
-        )
+        notes.append(f"data=resized not searched: {_copy_changes_accuracy(config, lossless)} and quality is off; {_copy_fix(config, lossless)}")
     if wanted is not None:
         if len(wanted.values()) > 1 and not policy.probing and "data" not in policy.neutral:
             raise UsageError(
-                "--space lists data [original, resized] but the prepared copy is JPEG and quality is off, which keeps "
-                "accuracy knobs at the baseline; prepare a lossless copy (--prepare png) or use --quality probe"
+                f"--space lists data [original, resized] but {_copy_changes_accuracy(config, lossless)} and quality is off, "
+                f"which keeps accuracy knobs at the baseline; {_copy_fix(config, lossless)}"
             )
         values = wanted.values()
     domains = {**space.domains, "data": Domain(choices=values)}
@@ -215,6 +212,26 @@ def _data_knob(
     if missing:
         notes.append(f"data knob: --prepare {config.prepare} makes a copy at imgsz {', '.join(map(str, missing))} first")
     return _DataKnob(Space(domains).containing(base), policy, copies, tuple(missing), tuple(notes))
+
+
+def _copy_changes_accuracy(config: SearchConfig, lossless: bool) -> str:
+    """Why a prepared copy is an accuracy knob for this search's trainer (quality off then keeps it at the baseline)."""
+    if not lossless:
+        return "the prepared copy is JPEG (re-encoded once, it can change accuracy)"
+    # Classic LoadImagesAndLabels.load_image sizes a side ceil(side * r) without Ultralytics' min(..., imgsz),
+    # so a long side can come out imgsz + 1 (187 px at imgsz 96: 97), and it validates with INTER_AREA: the
+    # copy, resized as Ultralytics resizes, is not the pixels classic train.py computes from the original.
+    return (
+        f"the classic train.py (--engine {config.engine}) does not resize the original as the copy is resized (a long side "
+        "can come out 1 px over imgsz, and it validates with INTER_AREA), so even a lossless copy can change accuracy"
+    )
+
+
+def _copy_fix(config: SearchConfig, lossless: bool) -> str:
+    """What makes a prepared copy searchable."""
+    if not lossless:
+        return "search with --prepare png for a lossless copy, or use --quality probe"
+    return "use --quality probe to search it as an accuracy knob, or the Ultralytics engine, for which a lossless copy is exact"
 
 
 def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:
