@@ -11,6 +11,7 @@ valid cache for the subset and scans nothing. The subset's image paths come with
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,17 @@ def trial_data(run: TrainRun, dataloaders: Any) -> str:
         _seed_subset_cache(subset, full, dataloaders)
     out.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(out)
+
+
+def label_dataset(dataset_class: Any, path: Any, prefix: str) -> Any:
+    """The checkout's ``LoadImagesAndLabels`` on a full split, with the arguments that decide its label cache
+    (path; no image cache), as that checkout's signature takes them: the pip package has ``workers``
+    (the scan's pool), upstream master ``rank`` and ``seed`` instead, and an older clone neither."""
+    wanted: dict[str, Any] = dict(img_size=640, batch_size=16, augment=False, cache_images=False, stride=32, prefix=prefix, workers=8)
+    params = inspect.signature(dataset_class.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        wanted = {k: v for k, v in wanted.items() if k in params}
+    return dataset_class(path, **wanted)
 
 
 def cache_file(split: str | list[str], first_label: str) -> Path:

@@ -41,7 +41,7 @@ from speedopt.data import write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import ddp_rank, drain, images_read, package_version, preload_modules, sync, timed, workers_note
 from speedopt.engines._yolov5_checkout import checkout_root, checkout_version, import_train
-from speedopt.engines._yolov5_data import cache_file, probe_train_run, trial_data
+from speedopt.engines._yolov5_data import cache_file, label_dataset, probe_train_run, trial_data
 from speedopt.engines._yolov5_patches import close_loaders, no_validation, patch_module
 from speedopt.engines._yolov5_readback import knobs_as_run, loader_knobs
 from speedopt.engines.ultralytics import UltralyticsEngine
@@ -209,8 +209,7 @@ class Yolov5Engine(Engine):
         splits = []
         for split in ("train", "val"):
             before, started = len(seen["scans"]), time.perf_counter()
-            dataset = dataset_class(data[split], img_size=640, batch_size=16, augment=False, cache_images=False, stride=32,
-                                    prefix=f"{split}: ", workers=8)
+            dataset = label_dataset(dataset_class, data[split], f"{split}: ")
             seconds = time.perf_counter() - started
             cache = cache_file(data[split], dataset.label_files[0])
             try:

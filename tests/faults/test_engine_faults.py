@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
 from tests.faults.conftest import Faults, one_line_error
 
 
@@ -20,3 +27,39 @@ def test_a_lossless_copy_for_the_classic_engine_is_refused_for_what_it_is(faults
     assert "JPEG" not in line, line
     assert not (faults.work / "prepared").exists()  # refused before any copy was made
     faults.unchanged()
+
+
+
+# The engine's own label-cache build in a fresh process, with the dataset class that train.py's dataloaders
+# module holds replaced by the pip package's class under the signature of upstream master (ultralytics/yolov5
+# 5081342f0): ``rank`` and ``seed``, no ``workers``. Prints the splits it built.
+UPSTREAM_SIGNATURE = """
+import sys
+from pathlib import Path
+import yolov5.utils.dataloaders as dataloaders
+from speedopt.engines.yolov5 import Yolov5Engine
+
+class Upstream(dataloaders.LoadImagesAndLabels):
+    def __init__(self, path, img_size=640, batch_size=16, augment=False, hyp=None, rect=False, image_weights=False,
+                 cache_images=False, single_cls=False, stride=32, pad=0.0, min_items=0, prefix="", rank=-1, seed=0):
+        super().__init__(path, img_size, batch_size, augment, hyp, rect, image_weights, cache_images, single_cls,
+                         stride, pad, min_items, prefix)
+
+dataloaders.LoadImagesAndLabels = Upstream
+build = Yolov5Engine().build_label_cache(sys.argv[1], Path(sys.argv[2]))
+print([(s.split, s.images, s.reused, Path(s.cache).is_file()) for s in build.splits])
+"""
+
+
+@pytest.mark.slow
+def test_the_label_cache_is_built_with_upstream_masters_dataset_signature(faults: Faults) -> None:
+    # Issue 27 item 13: with upstream master as --yolov5-dir the labels job failed with "TypeError:
+    # LoadImagesAndLabels.__init__() got an unexpected keyword argument 'workers'", and every trial scanned.
+    # The pip package's own signature (with workers) is the label-cache test's in tests/engines/test_label_cache.py.
+    if importlib.util.find_spec("yolov5") is None:
+        pytest.skip("the classic YOLOv5 code is not installed: pip install -e '.[yolov5]'")
+    data = faults.dataset()
+    done = subprocess.run([sys.executable, "-c", UPSTREAM_SIGNATURE, str(data), str(faults.work)], capture_output=True, text=True,
+                          timeout=300, cwd=faults.work, env={**os.environ, "TMPDIR": str(faults.tmp)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[('train', 16, False, True), ('val', 4, False, True)]", done.stdout
