@@ -16,6 +16,7 @@ from speedopt.isolation._leftovers import (
     recorded_npy,
     remove_private_folder,
     shared_fds,
+    socket_fits,
     state_dir,
     sweep,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "LOCK_ENV",
     "private_folder",
     "remove_private_folder",
+    "socket_fits",
     "shared_fds",
     "manifest_dir",
     "npy_manifest",

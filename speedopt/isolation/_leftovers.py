@@ -122,8 +122,27 @@ def _read(fd: int) -> dict[str, Any]:
 # -- private folders -------------------------------------------------------------------------------
 
 
-def private_folder(prefix: str = FOLDER_PREFIX) -> Path:
-    """A new private folder in the system temp folder, with this process's lease in it.
+#: Where a private folder goes when the temp folder's path is too long for a socket in it (see
+#: :func:`short_temp_root`); the sweep looks there too.
+SHORT_ROOT = Path("/tmp")
+#: What multiprocessing adds to ``$TMPDIR`` for the AF_UNIX socket through which a dataloader worker
+#: hands a batch's tensors over; a socket path has at most 107 bytes (Linux: 108 with the final NUL).
+SOCKET_SUFFIX = "/pymp-XXXXXXXX/listener-XXXXXXXX"
+SOCKET_PATH_MAX = 107
+
+
+def socket_fits(folder: Path | str) -> bool:
+    """Whether multiprocessing's sockets fit in ``folder`` used as ``TMPDIR``.
+
+    With a longer ``TMPDIR`` a dataloader worker's feeder thread fails (``OSError: AF_UNIX path too
+    long``), drops the batch, and the trainer waits for it forever.
+    """
+    return len(os.fsencode(str(folder))) + len(SOCKET_SUFFIX) <= SOCKET_PATH_MAX
+
+
+def private_folder(prefix: str = FOLDER_PREFIX, short: bool = False) -> Path:
+    """A new private folder in the system temp folder (``short``: in :data:`SHORT_ROOT`), with this
+    process's lease in it.
 
     A drop-in for ``tempfile.mkdtemp(prefix=...)``; remove it with :func:`remove_private_folder`
     (or ``shutil.rmtree``: the lease then lapses). Should this process die first, the next sweep
@@ -131,7 +150,7 @@ def private_folder(prefix: str = FOLDER_PREFIX) -> Path:
     """
     if not prefix.startswith(FOLDER_PREFIX):
         raise ValueError(f"a private folder's prefix starts with {FOLDER_PREFIX!r}, got {prefix!r}")
-    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=SHORT_ROOT if short else None))
     _take(folder / OWNER, {"kind": "folder"})
     return folder
 
@@ -241,29 +260,33 @@ def sweep() -> tuple[int, int]:
 
 
 def _sweep_folders() -> int:
-    root = Path(tempfile.gettempdir())
-    try:
-        names = [n for n in os.listdir(root) if n.startswith(FOLDER_PREFIX)]
-    except OSError:
-        return 0
+    roots = dict.fromkeys([Path(tempfile.gettempdir()), SHORT_ROOT])  # the socket folders are in SHORT_ROOT
     removed = 0
-    for name in names:
-        folder = root / name
+    for root in roots:
         try:
-            info = os.lstat(folder)
+            names = [n for n in os.listdir(root) if n.startswith(FOLDER_PREFIX)]
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            continue  # a link, a file, or another user's: not ours to judge
-        fd = _claim(folder / OWNER)
-        if fd is None:
-            continue  # alive, or made by an older speedopt that recorded no owner
-        try:
-            shutil.rmtree(folder, ignore_errors=True)
-        finally:
-            os.close(fd)
-        removed += 1
+        removed += sum(_sweep_folder(root / name) for name in names)
     return removed
+
+
+def _sweep_folder(folder: Path) -> int:
+    """1 if ``folder`` was a dead run's private folder and is removed now, else 0."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return 0
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return 0  # a link, a file, or another user's: not ours to judge
+    fd = _claim(folder / OWNER)
+    if fd is None:
+        return 0  # alive, or made by an older speedopt that recorded no owner
+    try:
+        shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
+    return 1
 
 
 def _sweep_npy() -> int:

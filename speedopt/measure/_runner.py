@@ -15,6 +15,7 @@ import functools
 import os
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from speedopt.isolation import (
     private_folder,
     remove_private_folder,
     shared_fds,
+    socket_fits,
     start,
     sweep,
     wait_until,
@@ -114,9 +116,11 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
     started = time.monotonic()
     base_env = env
     nproc = job.knobs.gpus if isinstance(job, TrialRequest) else 1
+    sockets: Path | None = None
     try:
         (workdir / "request.json").write_text(job_to_json(job))
-        env = {**env, **_temp_inside(workdir)}
+        temp, sockets = _temp_for(workdir)
+        env = {**env, **temp}
         forward = _Forward(workdir, progress)
         warm = None if nproc > 1 else current(job.engine, job.yolov5_dir, base_env)
         if nproc > 1:
@@ -136,6 +140,8 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
         )
     finally:
         remove_private_folder(workdir)
+        if sockets is not None:
+            remove_private_folder(sockets)
 
 
 def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]) -> tuple[bool, int | None]:
@@ -199,16 +205,24 @@ class _Forward:
             self.last = update
 
 
-def _temp_inside(workdir: Path) -> dict[str, str]:
-    """Environment that sends the child's temp files into its folder, so they go with it (even after a SIGKILL).
+def _temp_for(workdir: Path) -> tuple[dict[str, str], Path | None]:
+    """Environment that sends the child's temp files into its folder, so they go with it (even after a SIGKILL),
+    and the private socket folder made for it, if any.
 
     torch's compile cache folder (made at import) always; every temp file (multiprocessing's ``pymp-*``
-    folders among them) where the path is short enough: multiprocessing binds AF_UNIX sockets at
-    ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``, and a socket path has at most 107 bytes.
+    folders among them) where the path is short enough for multiprocessing's AF_UNIX sockets
+    (:func:`~speedopt.isolation.socket_fits`). Where neither the job's folder nor the user's temp folder
+    is (a ``TMPDIR`` of 76 bytes or more), a short private folder in /tmp
+    holds them: otherwise a trial with loader workers would wait for its first batch until its timeout.
     """
     env = {} if "TORCHINDUCTOR_CACHE_DIR" in os.environ else {"TORCHINDUCTOR_CACHE_DIR": str(workdir / "torchinductor")}
     tmp = workdir / "tmp"
-    if len(os.fsencode(tmp)) + len("/pymp-XXXXXXXX/listener-XXXXXXXX") <= 107:
+    if socket_fits(tmp):
         tmp.mkdir()
         env["TMPDIR"] = str(tmp)
-    return env
+        return env, None
+    if socket_fits(tempfile.gettempdir()):
+        return env, None
+    sockets = private_folder("speedopt-tmp-", short=True)
+    env["TMPDIR"] = str(sockets)
+    return env, sockets

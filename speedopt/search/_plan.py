@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from speedopt import defaults, machine
 from speedopt.data import Dataset, PrepareFormat, fingerprint, load
 from speedopt.engines import Engine, engine_name
 from speedopt.errors import UsageError
-from speedopt.isolation import check_lock
+from speedopt.isolation import check_lock, socket_fits
 from speedopt.knobs import Knobs, validate, value_text
 from speedopt.machine import MachineFingerprint
 from speedopt.measure import TrialOptions, adjust_to_device, positive, ram_available, ram_cache_need
@@ -110,6 +111,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     space, policy, space_notes = data.space, data.policy, space_notes + list(data.notes)
     fp_data = fingerprint(ds)
     notes += fp_data.notes()  # unreadable images the size sample skipped, as the trainer will
+    notes += _temp_note(space)
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
     protocol = StudyProtocol(
         data=str(ds.yaml_path),
@@ -232,6 +234,18 @@ def _copy_fix(config: SearchConfig, lossless: bool) -> str:
     if not lossless:
         return "search with --prepare png for a lossless copy, or use --quality probe"
     return "use --quality probe to search it as an accuracy knob, or the Ultralytics engine, for which a lossless copy is exact"
+
+
+def _temp_note(space: Space) -> list[str]:
+    """A note where the user's ``TMPDIR`` is too long for dataloader workers' sockets and workers are searched."""
+    tmp = tempfile.gettempdir()
+    if socket_fits(tmp) or not any(w > 0 for w in space.domains["workers"].values()):
+        return []
+    return [
+        f"your temp folder {tmp} ({len(os.fsencode(tmp))} bytes) is too long for the sockets PyTorch's dataloader workers "
+        "use: trials run with a short private one, but your own training run with workers > 0 would wait forever for "
+        "its first batch; set TMPDIR to a path under 76 bytes (such as /tmp) before you train"
+    ]
 
 
 def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:

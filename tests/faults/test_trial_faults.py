@@ -15,6 +15,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import psutil
 import pytest
 
 from speedopt.isolation import LOCK_ENV, STATE_ENV
+from tests.conftest import run_cli
 from tests.faults.conftest import Faults, freeze, one_line_error, tree
 
 # Tiny trials: 64 px, batch 4, CPU. LONG measures long enough (60 steps) to be caught while measuring.
@@ -445,3 +447,50 @@ def test_a_classic_trial_longer_than_an_epoch_runs(faults):
     assert result["status"] == "ok" and result["images_used"] == 48
     assert result["warmup"] + result["steps"] > 48 // 8
     faults.unchanged()
+
+
+# -- a temp folder too long for sockets --------------------------------------------------------------
+
+
+def _long_tmp(faults: Faults) -> Path:
+    """A private temp folder whose path leaves no room for multiprocessing's AF_UNIX sockets (76+ bytes)."""
+    tmp = faults.tmp / ("t" * max(1, 80 - len(os.fsencode(faults.tmp))))
+    tmp.mkdir()
+    assert len(os.fsencode(tmp)) >= 76
+    return tmp
+
+
+def _socket_folders() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("speedopt-tmp-*")}
+
+
+@pytest.mark.slow
+def test_a_trial_with_loader_workers_runs_under_a_temp_folder_too_long_for_sockets(faults: Faults) -> None:
+    # Under a TMPDIR of 76 bytes or more, a loader worker's feeder thread failed ("OSError: AF_UNIX path too
+    # long"), dropped the batch, and the trial waited for it until its timeout. (The classic engine: on CPU
+    # Ultralytics runs workers=0 whatever it is asked.)
+    data = faults.dataset()
+    tmp = _long_tmp(faults)
+    before = _socket_folders()
+    done = run_cli("trial", "--data", str(data), *FAST, "--engine", "yolov5", "--workers", "1", "--timeout", "90", "--json",
+                   cwd=faults.work, env={"TMPDIR": str(tmp)}, process=True, timeout=200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "ok"
+    assert sorted(p.name for p in tmp.iterdir()) == []  # nothing left in the user's temp folder ...
+    assert _socket_folders() <= before  # ... nor in the short one the job's sockets used
+    tmp.rmdir()
+    faults.unchanged()
+
+
+def test_a_search_under_a_temp_folder_too_long_for_sockets_says_what_it_means_for_the_real_run(
+    faults: Faults, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speedopt.search import SearchConfig, plan
+
+    monkeypatch.setattr(tempfile, "tempdir", str(_long_tmp(faults)))
+    config = SearchConfig(data=str(faults.dataset()), device="cpu", engine="yolov5",  # Ultralytics runs workers=0 on CPU
+                          baseline="model=yolov5n imgsz=64 batch=4 workers=1")
+    notes = [n for n in plan(config).notes if "too long for the sockets" in n]
+    assert len(notes) == 1 and "set TMPDIR to a path under 76 bytes" in notes[0], notes
+    monkeypatch.setattr(tempfile, "tempdir", str(faults.tmp))
+    assert not [n for n in plan(config).notes if "too long for the sockets" in n]

@@ -21,6 +21,8 @@ def private(tmp_path, monkeypatch):
     """A private temp folder and state folder for this test (both read at each use)."""
     tmp, state = tmp_path / "tmp", tmp_path / "state"
     tmp.mkdir()
+    (tmp_path / "short").mkdir()
+    monkeypatch.setattr(leftovers, "SHORT_ROOT", tmp_path / "short")  # the sweep looks there too, not in /tmp
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setenv(leftovers.STATE_ENV, str(state))
@@ -156,3 +158,17 @@ def test_a_state_folder_someone_else_controls_is_refused(private, tmp_path, monk
     with pytest.raises(UsageError, match="symbolic link"), no_new_npy([tmp_path / "a.jpg"]):
         pass
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_dead_runs_short_socket_folder_is_swept_too(private):
+    # A job's sockets go to a short folder in /tmp when TMPDIR is too long for them (measure._runner).
+    tmp, state = private
+    short = leftovers.SHORT_ROOT
+    code = (f"from pathlib import Path\nfrom speedopt.isolation import _leftovers as l\nl.SHORT_ROOT = Path({str(short)!r})\n"
+            "l.private_folder('speedopt-tmp-', short=True)\nprint('ready', flush=True)")
+    owner = _holder(code, {"TMPDIR": str(tmp), leftovers.STATE_ENV: str(state)})
+    [folder] = list(short.iterdir())
+    assert leftovers.sweep() == (0, 0) and folder.exists()  # alive: never removed
+    _kill(owner)
+    assert leftovers.sweep() == (1, 0) and not folder.exists()
+    assert leftovers.socket_fits("/tmp") and not leftovers.socket_fits("/" + "t" * 75)
