@@ -20,11 +20,13 @@ keeps the source's keys with ``path`` = the copy.
 Atomic and resumable: every file is written to a temporary name in its folder and renamed, stamped
 with its source's mtime (so a rerun reuses an output whose source is unchanged and redoes the rest);
 ``.speedopt-preparing`` marks a copy in progress and :data:`MANIFEST` is written last, once every
-output has been decoded and checked. The source dataset is never written to.
+output has been decoded and checked. The source dataset is never written to, and in ``--out`` only what
+an earlier run recorded as its own is ever removed: a folder holding anything else is refused.
 
 The parts: :mod:`~speedopt.data._manifest` (the spec and the manifest's record), :mod:`~speedopt.data._plan`
 (the source stat'ed, every output's path, the checks of ``--out``), :mod:`~speedopt.data._folder` (the
-copy's folder taken over, cleaned and given its data.yaml), :mod:`~speedopt.data._items` (one image
+copy's folder taken over, cleaned and given its data.yaml), :mod:`~speedopt.data._record` (which files in
+it prepare wrote), :mod:`~speedopt.data._items` (one image
 resized, written and checked), :mod:`~speedopt.data._workers` (the worker processes that do that) and
 :mod:`~speedopt.data._atomic` (files written whole); here, :func:`prepare` and :func:`find_copy`.
 """
@@ -39,7 +41,7 @@ from pathlib import Path
 
 from speedopt.data._atomic import _read_json, _write_json
 from speedopt.data._dataset import Dataset
-from speedopt.data._folder import _begin, _clean, _locked, _Prior, _state, _write_yaml
+from speedopt.data._folder import _begin, _clean, _finish, _locked, _Prior, _state, _write_yaml
 from speedopt.data._items import _check_one, _copy_label, _image_current, _label_current, _remove_outputs, _resize_one
 from speedopt.data._manifest import MANIFEST, MARKER, PreparedCopy, PrepareReport, PrepareSpec, check_spec
 from speedopt.data._plan import _check_out, _Item, _out_path, _Plan, _plan, source_id
@@ -154,7 +156,7 @@ def prepare(
     plan = _plan(ds, spec, out)
     out.mkdir(parents=True, exist_ok=True)
     with _locked(out):
-        clock = _Clock(ds, spec, out, _begin(ds, spec, out), started)
+        clock = _Clock(ds, spec, out, _begin(ds, spec, out, plan), started)
         try:
             return _run(ds, spec, out, plan, jobs, clock, progress, verify_progress)
         finally:
@@ -189,6 +191,7 @@ def _run(
             _remove_outputs(plan.items[index])
         _verify(workers, plan, corrupt, verify_progress)
     yaml_path = _write_yaml(ds, out, plan, corrupt)
+    _finish(out, plan, corrupt)
     kept = [item for item in plan.items if item.index not in corrupt]
     written = len(todo) - len(corrupt)
     seconds = clock.elapsed()
