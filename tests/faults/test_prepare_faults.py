@@ -1,14 +1,20 @@
-"""`speedopt prepare` against a user's own folder: it deletes only what it wrote (its record says which)."""
+"""`speedopt prepare` against a user's own folder and a SIGKILL: it deletes only what it wrote (its record
+says which), and leaves no worker behind."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from speedopt import data
+from tests.cli.test_prepare_cli import Held, _held_until_images_appear
 from tests.faults.conftest import Faults, one_line_error
 
 
@@ -69,3 +75,60 @@ def test_a_trainers_label_cache_in_the_copy_is_neither_refused_nor_removed(fault
     assert done.returncode == 0 and "0 written, 4 reused" in done.stdout, done.stderr
     assert cache.read_bytes() == b"labels" and beside.read_bytes() == b"pixels"
     assert json.loads((out / data.MANIFEST).read_text())["images"] == 4
+
+
+# ------------------------------------------------------------------ item 3: the workers of a killed run
+
+
+def _command(process) -> str:
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error as error:
+        return f"<{type(error).__name__}>"
+
+
+def _running_after(processes: list, seconds: float) -> list:
+    """Those of ``processes`` still running (a zombie is not: it waits for pid 1 to reap it) after ``seconds``."""
+    import psutil
+
+    def running(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + seconds
+    while any(map(running, processes)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in processes if running(p)]
+
+
+@pytest.mark.slow  # a real prepare process and its spawned workers
+def test_a_sigkilled_prepare_leaves_no_worker_or_resource_tracker(faults):
+    import psutil
+
+    yaml_path = data.generate(faults.root / "big", data.DemoSpec(train=24, val=4, width=1280, height=960))
+    held = Held(yaml_path)  # one image blocks its reader: the workers are alive when the kill lands
+    out = faults.work / "copy"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "speedopt", "prepare", "--data", str(yaml_path), "--imgsz", "320", "--out", str(out), "--jobs", "2"],
+        cwd=faults.work, env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(faults.tmp)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    started: list[psutil.Process] = []
+    try:
+        _held_until_images_appear(child, out)
+        started = psutil.Process(child.pid).children(recursive=True)
+        commands = [_command(p) for p in started]
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        alive = _running_after(started, 5.0)
+    finally:
+        held.release()
+        for process in started:  # what this test started, by pid
+            if process.is_running():
+                process.kill()
+    assert len(started) >= 3 and any("resource_tracker" in c for c in commands), commands  # 2 workers + the tracker
+    assert not alive, [(p.pid, _command(p)) for p in alive]
