@@ -1,19 +1,22 @@
-"""`speedopt prepare` against a user's own folder and a SIGKILL: it deletes only what it wrote (its record
-says which), and leaves no worker behind."""
+"""`speedopt prepare` against a user's own folder, a SIGKILL, and an absurd ``--jobs``: it deletes only what
+it wrote (its record says which), leaves no worker behind, and starts no more workers than can run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from speedopt import data
+from speedopt import data, machine
+from speedopt.data._prepare import _jobs
 from tests.cli.test_prepare_cli import Held, _held_until_images_appear
 from tests.faults.conftest import Faults, one_line_error
 
@@ -105,15 +108,17 @@ def _running_after(processes: list, seconds: float) -> list:
     return [p for p in processes if running(p)]
 
 
-@pytest.mark.slow  # a real prepare process and its spawned workers
-def test_a_sigkilled_prepare_leaves_no_worker_or_resource_tracker(faults):
+@contextlib.contextmanager
+def _held_prepare(faults: Faults, images: int, jobs: int) -> Iterator[tuple[subprocess.Popen, list]]:
+    """A real ``speedopt prepare --jobs`` of camera-size images, held on one of them (a FIFO) once it has
+    written an image: its process and every process it started then. Each is killed after, by pid."""
     import psutil
 
-    yaml_path = data.generate(faults.root / "big", data.DemoSpec(train=24, val=4, width=1280, height=960))
-    held = Held(yaml_path)  # one image blocks its reader: the workers are alive when the kill lands
+    yaml_path = data.generate(faults.root / "big", data.DemoSpec(train=images - 4, val=4, width=1280, height=960))
+    held = Held(yaml_path)
     out = faults.work / "copy"
     child = subprocess.Popen(
-        [sys.executable, "-m", "speedopt", "prepare", "--data", str(yaml_path), "--imgsz", "320", "--out", str(out), "--jobs", "2"],
+        [sys.executable, "-m", "speedopt", "prepare", "--data", str(yaml_path), "--imgsz", "320", "--out", str(out), "--jobs", str(jobs)],
         cwd=faults.work, env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(faults.tmp)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -121,14 +126,60 @@ def test_a_sigkilled_prepare_leaves_no_worker_or_resource_tracker(faults):
     try:
         _held_until_images_appear(child, out)
         started = psutil.Process(child.pid).children(recursive=True)
+        yield child, started
+    finally:
+        child.kill()
+        child.wait()
+        held.release()
+        for process in started:
+            if process.is_running():
+                process.kill()
+
+
+@pytest.mark.slow  # a real prepare process and its spawned workers
+def test_a_sigkilled_prepare_leaves_no_worker_or_resource_tracker(faults):
+    with _held_prepare(faults, images=28, jobs=2) as (child, started):  # the workers are alive when the kill lands
         commands = [_command(p) for p in started]
         child.send_signal(signal.SIGKILL)
         child.wait()
         alive = _running_after(started, 5.0)
-    finally:
-        held.release()
-        for process in started:  # what this test started, by pid
-            if process.is_running():
-                process.kill()
+        survivors = [(p.pid, _command(p)) for p in alive]
     assert len(started) >= 3 and any("resource_tracker" in c for c in commands), commands  # 2 workers + the tracker
-    assert not alive, [(p.pid, _command(p)) for p in alive]
+    assert not alive, survivors
+
+
+# ------------------------------------------------------------------ item 5: --jobs bounded
+
+
+def _one_image(faults: Faults) -> Path:
+    """A dataset of one image (its val split is its train folder): a prepare of it starts no worker."""
+    yaml_path = faults.dataset(train=1, val=1)
+    yaml_path.write_text(yaml_path.read_text().replace("images/val", "images/train"))
+    return yaml_path
+
+
+def test_jobs_past_the_sane_maximum_are_refused(faults):
+    yaml_path = _one_image(faults)
+    out = faults.work / "copy"
+    faults.watch(faults.work)
+    one_line_error(_prepare(faults, yaml_path, out, 32, jobs=100000), "--jobs", "at most", "100000")
+    faults.unchanged()
+
+
+def test_jobs_are_capped_at_the_images_with_a_note(faults):
+    cores = machine.cpu_cores()
+    done = _prepare(faults, _one_image(faults), faults.work / "one", 32, jobs=8)
+    assert done.returncode == 0, done.stderr
+    assert "with 1 job(s)" in done.stdout, done.stdout
+    assert f"note: --jobs 8 -> 1: at most one job per CPU core ({cores}) and per image (1)" in done.stdout, done.stdout
+    assert json.loads((faults.work / "one" / data.MANIFEST).read_text())["jobs"] == 1
+    assert _jobs(None, 1) == (1, ()) and _jobs(None, 10**6) == (cores, ())  # the default: no note
+
+
+@pytest.mark.slow  # a real prepare process and its spawned workers
+def test_jobs_are_capped_at_the_cores(faults):
+    cores = machine.cpu_cores()
+    with _held_prepare(faults, images=cores * 4 + 4, jobs=64) as (_, started):  # 64: the most --jobs allowed here
+        commands = [_command(p) for p in started]
+    workers = [c for c in commands if "spawn_main" in c]
+    assert len(workers) == cores, commands  # before: one per image, 4x the cores and more
