@@ -104,7 +104,8 @@ class PrepareReport:
     reused: int  # images a previous (interrupted) run had already written and that are still current
     seconds: float  # this run's wall time
     images_per_s: float  # written / seconds of the resize phase
-    jobs: int
+    jobs: int  # worker processes it ran: at most one per CPU core and per image
+    notes: tuple[str, ...] = ()  # what was adjusted (--jobs capped)
 
 
 def check_spec(spec: PrepareSpec) -> PrepareSpec:
