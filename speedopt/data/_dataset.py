@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import random
 from collections.abc import Iterator
@@ -88,6 +89,28 @@ def label_path(image: Path) -> Path:
     return Path(*parts).with_suffix(".txt")
 
 
+def _names_of(names: dict[Any, Any], path: Path) -> list[Any]:
+    """A ``names:`` mapping as the list of its classes. Its keys must be exactly 0 .. N-1: the trainers
+    count N classes and index their heads by the label's class, so a gap ({0: a, 2: c}) fails inside them."""
+    try:
+        keys = sorted(int(k) for k in names if not isinstance(k, bool) and int(k) == float(k))
+    except (TypeError, ValueError, OverflowError):
+        keys = []
+    if len(keys) != len(names):
+        raise UsageError(f"'names' in {path} maps class indices 0, 1, ... to names; its keys must be integers")
+    if keys != list(range(len(keys))):
+        have = set(keys)
+        missing = list(itertools.islice((i for i in range(max(keys) + 1) if i not in have), 6))
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        raise UsageError(
+            f"'names' in {path} must number its classes 0, 1, 2, ... without gaps: {len(keys)} classes numbered "
+            f"{', '.join(map(str, keys[:5]))}{', ...' if len(keys) > 5 else ''}" + (f", missing {shown}" if missing else "")
+            + "; renumber the classes (and their labels) from 0, or list the names in order"
+        )
+    by_key = {int(k): v for k, v in names.items()}
+    return [by_key[k] for k in keys]
+
+
 def load(yaml_path: str | os.PathLike[str]) -> Dataset:
     """Read and check a data.yaml: it exists, parses, and both splits hold images with labels beside them."""
     path = Path(yaml_path).expanduser()
@@ -100,10 +123,7 @@ def load(yaml_path: str | os.PathLike[str]) -> Dataset:
         raise UsageError(f"{path} lacks {', '.join(missing)}; a YOLO data.yaml needs train, val and names")
     names = data["names"]
     if isinstance(names, dict):
-        try:
-            names = [names[k] for k in sorted(names, key=int)]
-        except (TypeError, ValueError):
-            raise UsageError(f"'names' in {path} maps class indices 0, 1, ... to names; its keys must be integers") from None
+        names = _names_of(names, path)
     if not isinstance(names, list) or not names:
         raise UsageError(f"'names' in {path} must be a non-empty list or mapping of class names")
     if "\0" in str(data.get("path") or ""):
