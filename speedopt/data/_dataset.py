@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speedopt.data._listing import list_images
 from speedopt.data._root import resolve_root, split_path
 from speedopt.data._yamlfile import read_yaml
 from speedopt.errors import UsageError
-
-IMAGE_SUFFIXES = frozenset({"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"})
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
             raise UsageError(f"'{split}' in {yaml_path} contains a NUL byte; fix the file")
         path = split_path(root, item) if isinstance(entry, str) else root / item
         if path.is_dir():
-            images += [p for p in path.rglob("*") if p.suffix[1:].lower() in IMAGE_SUFFIXES]
+            images += list_images(path)
         elif path.is_file() and path.suffix == ".txt":
             for line in path.read_text(errors="replace").splitlines():
                 line = line.strip()
@@ -76,7 +75,7 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
             )
     if not images:
         raise UsageError(f"no images in the {split} split ({', '.join(map(str, entries))} under {root}); add images or fix '{split}'")
-    return tuple(sorted(images))
+    return tuple(sorted(images, key=str))  # as the trainers sort them
 
 
 def label_path(image: Path) -> Path:

@@ -7,10 +7,54 @@ cases that start a trainer or a job are ``slow``.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from speedopt import data as sdata
 from tests.conftest import TINY
 from tests.faults.conftest import Faults, one_line_error
+
+# The cheapest real trial: 3 batches of 4 at 64 px (a 16-image set then trains on a leading subset of 12).
+TWO_STEPS = ["--model", "yolov5n", "--imgsz", "64", "--batch", "4", "--steps", "2", "--max-steps", "2", "--warmup", "1",
+             "--device", "cpu"]
+
+
+# --- a symlink loop in the images folder -----------------------------------------------------------------
+
+
+def _looped(faults: Faults, train: int = 16) -> Path:
+    """A dataset whose train folder holds ``loopdir -> ../train``: a link back into the tree."""
+    data = faults.dataset(train=train)
+    (data.parent / "images" / "train" / "loopdir").symlink_to("../train")
+    return data
+
+
+def test_listing_does_not_follow_a_link_back_into_the_tree(faults: Faults, tmp_path: Path) -> None:
+    """A link back into the folder (or above it) is not followed; a link to a folder outside is: the
+    trainer lists that one too."""
+    data = _looped(faults)
+    train = data.parent / "images" / "train"
+    (train / "up").symlink_to("../..")  # the dataset root: images/val would come in through it
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "extra.jpg").write_bytes((train / "train_00000.jpg").read_bytes())
+    (train / "more").symlink_to(outside)
+    listed = sdata.load(data).train_images  # what prepare, doctor and the search's plan list
+    assert len(listed) == 17, [str(p) for p in listed if "loopdir" in str(p) or "/up/" in str(p)][:3]
+    assert train / "more" / "extra.jpg" in listed and listed == tuple(sorted(listed, key=str))
+    assert sdata.list_images(train) == listed  # the one listing, which a trial's trainer gets too
+
+
+@pytest.mark.slow
+def test_a_trial_on_a_folder_with_a_symlink_loop_trains_the_real_images(faults: Faults) -> None:
+    data = _looped(faults)
+    done = faults.run("trial", "--data", str(data), *TWO_STEPS, "--json", timeout=300)
+    result = json.loads(done.stdout)
+    assert result["status"] == "ok", result["message"]
+    assert (result["images_used"], result["images_total"]) == (12, 16)
+
 
 # --- names with gaps -------------------------------------------------------------------------------------
 
