@@ -153,7 +153,7 @@ class SampledSizes:
     tried: int
 
 
-def _size(image: Path) -> tuple[int, int] | None:
+def image_size(image: Path) -> tuple[int, int] | None:
     """An image's (width, height) from its header, or None when it cannot be read as an image."""
     from PIL import Image
 
@@ -191,7 +191,7 @@ def sample_sizes(images: tuple[Path, ...], sample: int = 30, seed: int = 0) -> S
     for index in _draws(len(images), sample, seed, extra=3 * sample):
         if len(sizes) >= sample:
             break
-        size = _size(images[index])
+        size = image_size(images[index])
         if size is None:
             bad.append(images[index])
         else:

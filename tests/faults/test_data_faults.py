@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from speedopt import data as sdata
+from speedopt import doctor
 from tests.conftest import TINY
 from tests.faults.conftest import Faults, one_line_error
 
@@ -67,3 +68,19 @@ def test_names_with_gaps_are_refused_at_plan_time(faults: Faults, command: str) 
     line = one_line_error(faults.run(command, "--data", str(data), *args, timeout=60), "names", "0, 1, 2", str(data))
     assert "missing 1, 3, 4" in line, line
     faults.unchanged()
+
+
+# --- a sparse file among the images ------------------------------------------------------------------------
+
+
+def test_doctor_reads_real_images_not_a_sparse_file(faults: Faults) -> None:
+    """A 2 GB sparse "image" (holes, no data) sorts first; the read test samples the real images around it
+    and names what it sampled and what it left out. (doctor's own read check on the dataset's listing: the
+    whole ``speedopt doctor`` imports torch for its GPU checks, 3 s here.)"""
+    data = faults.dataset()
+    big = data.parent / "images" / "train" / "a_big.jpg"
+    with open(big, "wb") as handle:
+        handle.truncate(2 << 30)
+    detail = doctor.read_speed(sdata.load(data).train_images, budget_s=0.4).detail
+    assert "over 8 images" in detail and "train_00000.jpg" in detail, detail  # 16 real images: 8 in order, 8 at random
+    assert "a_big.jpg" in detail and "sparse" in detail, detail
