@@ -234,15 +234,6 @@ class DatasetFingerprint:
     id: str
     unreadable: int = 0  # train images found unreadable (every empty file, and those in the sample)
 
-    def notes(self) -> tuple[str, ...]:
-        """What a search should say about the dataset: the unreadable images it skips, if any."""
-        if not self.unreadable:
-            return ()
-        return (
-            f"skipped {self.unreadable} unreadable train image(s) (empty, truncated or not an image) in the size "
-            "sample and fingerprint; the trainer skips them too (its log says 'ignoring corrupt image')",
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

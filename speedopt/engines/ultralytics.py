@@ -51,6 +51,7 @@ from speedopt.engines._common import (
     model_argument,
     package_version,
     preload_modules,
+    scan_counts,
     subset_entries,
     sync,
     timed,
@@ -280,9 +281,10 @@ class UltralyticsEngine(Engine):
                 stored = load_dataset_cache_file(cache)
             except Exception:
                 raise RuntimeError(f"the trainer wrote no label cache at {cache} (is {cache.parent} writable?)") from None
-            splits.append(
-                SplitLabels(split, str(cache.resolve()), len(dataset.labels), seconds, len(scans) == before, str(stored["hash"]), str(stored["version"]))
-            )
+            splits.append(SplitLabels(
+                split, str(cache.resolve()), len(dataset.labels), seconds, len(scans) == before, str(stored["hash"]),
+                str(stored["version"]), **scan_counts(stored),
+            ))
         return LabelCacheBuild(data_yaml, tuple(splits))
 
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:

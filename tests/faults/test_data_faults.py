@@ -14,12 +14,14 @@ import pytest
 
 from speedopt import data as sdata
 from speedopt import doctor
-from tests.conftest import TINY
+from tests.conftest import EVERY_CONFIG, TINY
 from tests.faults.conftest import Faults, one_line_error
 
 # The cheapest real trial: 3 batches of 4 at 64 px (a 16-image set then trains on a leading subset of 12).
 TWO_STEPS = ["--model", "yolov5n", "--imgsz", "64", "--batch", "4", "--steps", "2", "--max-steps", "2", "--warmup", "1",
              "--device", "cpu"]
+TINY_SEARCH = ["--quality", "off", "--trials", "1", "--repeats", "0", "--steps", "2", "--max-steps", "2", "--warmup", "1",
+               "--device", "cpu", "--fix", "model=yolov5n", "--fix", "imgsz=64", "--fix", "batch=4", *EVERY_CONFIG]
 
 
 # --- a symlink loop in the images folder -----------------------------------------------------------------
@@ -84,3 +86,42 @@ def test_doctor_reads_real_images_not_a_sparse_file(faults: Faults) -> None:
     detail = doctor.read_speed(sdata.load(data).train_images, budget_s=0.4).detail
     assert "over 8 images" in detail and "train_00000.jpg" in detail, detail  # 16 real images: 8 in order, 8 at random
     assert "a_big.jpg" in detail and "sparse" in detail, detail
+
+
+# --- images and labels the trainer's label check drops ------------------------------------------------------
+
+
+def _badly_labelled(faults: Faults) -> Path:
+    """25 train / 5 val images of which the trainer's label check (``verify_image_label``) drops 7 train
+    images and 1 val image: a truncated JPEG, 1x1 images (it wants more than 9 px a side), and labels with
+    out-of-range or negative coordinates, four columns, a class past ``names`` or a fractional class."""
+    from PIL import Image
+
+    data = faults.dataset(train=25, val=5)
+    train = sorted((data.parent / "images" / "train").iterdir())
+    val = sorted((data.parent / "images" / "val").iterdir())
+    train[0].write_bytes(train[0].read_bytes()[:60])
+    Image.new("RGB", (1, 1)).save(train[1])
+    Image.new("RGB", (1, 1)).save(val[0])
+    rows = ["0 1.5 0.5 0.2 0.2", "0 0.5 0.5 0.2", "0 -0.5 0.5 0.2 0.2", "9 0.5 0.5 0.2 0.2", "0.5 0.5 0.5 0.2 0.2"]
+    for image, row in zip(train[2:], rows):
+        sdata.label_path(image).write_text(row + "\n")
+    return data
+
+
+@pytest.mark.slow
+def test_the_search_reports_and_records_what_the_trainers_label_check_drops(faults: Faults) -> None:
+    import optuna
+
+    from speedopt.study import records
+
+    data = _badly_labelled(faults)
+    url = f"sqlite:///{faults.root}/dropped.db"
+    done = faults.run("search", "--data", str(data), "--storage", url, "--study", "dropped", "--no-report", *TINY_SEARCH,
+                      timeout=600, env={"TORCHINDUCTOR_CACHE_DIR": str(faults.root / "inductor")})
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "drops 7 of 25 train and 1 of 5 val images as corrupt" in said and "trains on 18 train images" in said, said[-3000:]
+    assert "unreadable train image" not in said  # the size sample's count (1) was no count of the trainer's
+    [record] = records(optuna.load_study(study_name="dropped", storage=url))
+    assert record.result.images_total == 18, record.result.images_total
