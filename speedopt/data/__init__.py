@@ -1,8 +1,17 @@
 """Datasets: a YOLO data.yaml checked and fingerprinted, the built-in synthetic demo set, and a dataset's
 pre-resized copy (:func:`prepare`, found again by :func:`find_copy`)."""
 
-from speedopt.data._dataset import Dataset, DatasetFingerprint, estimate_ram_cache_bytes, fingerprint, label_path, load
+from speedopt.data._dataset import (
+    Dataset,
+    DatasetFingerprint,
+    estimate_ram_cache_bytes,
+    fingerprint,
+    image_size,
+    label_path,
+    load,
+)
 from speedopt.data._demo import FORMATS, PHOTOS, DemoSpec, generate, parse_size
+from speedopt.data._listing import list_images
 from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec, check_spec
 from speedopt.data._plan import default_out, source_id
 from speedopt.data._prepare import find_copy, prepare
@@ -18,7 +27,9 @@ __all__ = [
     "estimate_ram_cache_bytes",
     "fingerprint",
     "generate",
+    "image_size",
     "label_path",
+    "list_images",
     "load",
     "parse_size",
     "read_yaml",

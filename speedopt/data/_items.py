@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt.data._atomic import _atomic
-from speedopt.data._dataset import _size
+from speedopt.data._dataset import image_size
 from speedopt.data._manifest import PrepareSpec
 from speedopt.data._plan import _Item, _Stat, _stat
 
@@ -109,7 +109,7 @@ def _resize_one(item: _Item) -> tuple[int, bool]:
 
 def _source_long_side(source: str) -> int | None:
     """The source's long side from its header (orientation does not change it), else from a full decode."""
-    size = _size(Path(source))
+    size = image_size(Path(source))
     if size is not None:
         return max(size)
     import cv2
