@@ -120,7 +120,7 @@ def summary(report: data.PrepareReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = data.check_spec(data.PrepareSpec(imgsz=args.imgsz, format=args.format, quality=args.quality))
+    spec = data.PrepareSpec(imgsz=args.imgsz, format=args.format, quality=args.quality).checked()
     ds = data.load(args.data)
     out = Path(args.out) if args.out else None
     where = out if out is not None else data.default_out(ds, spec)

@@ -4,7 +4,6 @@ pre-resized copy (:func:`prepare`, found again by :func:`find_copy`)."""
 from speedopt.data._dataset import (
     Dataset,
     DatasetFingerprint,
-    estimate_ram_cache_bytes,
     fingerprint,
     image_size,
     label_path,
@@ -12,7 +11,7 @@ from speedopt.data._dataset import (
 )
 from speedopt.data._demo import FORMATS, PHOTOS, DemoSpec, generate, parse_size
 from speedopt.data._listing import list_images
-from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec, check_spec
+from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec
 from speedopt.data._plan import default_out, source_id
 from speedopt.data._prepare import find_copy, prepare
 from speedopt.data._root import resolution_env, settings_file, write_trainer_yaml
@@ -24,7 +23,6 @@ __all__ = [
     "DemoSpec",
     "FORMATS",
     "PHOTOS",
-    "estimate_ram_cache_bytes",
     "fingerprint",
     "generate",
     "image_size",
@@ -41,7 +39,6 @@ __all__ = [
     "PrepareReport",
     "PrepareSpec",
     "PreparedCopy",
-    "check_spec",
     "default_out",
     "find_copy",
     "prepare",

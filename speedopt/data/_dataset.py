@@ -37,6 +37,11 @@ class Dataset:
         stem = self.yaml_path.stem
         return self.yaml_path.parent.name if stem in ("data", "dataset") else stem
 
+    def ram_cache_bytes(self, imgsz: int, images: tuple[Path, ...] | None = None) -> int:
+        """RAM a ``cache=ram`` run needs for ``images`` (default: the train split) at ``imgsz``, estimated as
+        the trainers cache (see :func:`estimate_ram_cache_bytes`)."""
+        return estimate_ram_cache_bytes(self.train_images if images is None else images, imgsz)
+
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     data = read_yaml(path, "data.yaml")

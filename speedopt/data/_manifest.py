@@ -37,6 +37,10 @@ class PrepareSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def checked(self) -> PrepareSpec:
+        """This spec checked (one line per problem), normalised as :func:`check_spec` does."""
+        return check_spec(self)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrepareSpec:
         return cls(imgsz=int(data["imgsz"]), format=cast(PrepareFormat, str(data["format"])), quality=int(data["quality"]))

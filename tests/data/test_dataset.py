@@ -68,8 +68,8 @@ def test_ram_estimate_matches_decoded_size(copy):
         w, h = Image.open(p).size
         r = 64 / max(w, h)
         expected += int(h * w * 3 * r * r)
-    assert dataset.estimate_ram_cache_bytes(images, 64, sample=len(images)) == expected
-    sampled = dataset.estimate_ram_cache_bytes(images, 64, sample=5)
+    assert _dataset.estimate_ram_cache_bytes(images, 64, sample=len(images)) == expected
+    sampled = _dataset.estimate_ram_cache_bytes(images, 64, sample=5)
     assert sampled == pytest.approx(expected, rel=0.01)  # all demo images share one size
 
 
@@ -91,7 +91,7 @@ def test_unreadable_images_are_skipped_and_counted(copy):
     fp = dataset.fingerprint(ds, sample=60)
     assert fp.unreadable == 3 and fp.mean_width == 160
     # The estimate covers the readable share only: 48 of 51 images, as the trainer caches them.
-    every = dataset.estimate_ram_cache_bytes(ds.train_images, 64, sample=len(ds.train_images))
+    every = _dataset.estimate_ram_cache_bytes(ds.train_images, 64, sample=len(ds.train_images))
     assert every == 48 * int(120 * 160 * 3 * (64 / 160) ** 2)
     # With the usual sample of 30 the empty file is still counted (every file's size is read anyway).
     assert dataset.fingerprint(ds).unreadable >= 1

@@ -256,7 +256,7 @@ def test_default_out_names_dataset_hash_and_spec(shared, tmp_path, monkeypatch):
 )
 def test_bad_spec_is_one_line(spec, words):
     with pytest.raises(UsageError, match=words) as raised:
-        data.check_spec(spec)
+        spec.checked()
     assert "\n" not in str(raised.value)
 
 
