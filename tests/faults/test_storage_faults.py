@@ -573,3 +573,46 @@ def test_a_worker_refuses_a_crafted_model_in_the_stored_space(faults: Faults) ->
                           f"model {evil}", "posix.system")
     assert "refusing" in line and not marker.exists()
     faults.unchanged()
+
+
+# --- round 2, item 8: the dashboard creates nothing ----------------------------------------------------
+
+
+def test_the_dashboard_on_a_copied_storage_creates_nothing_beside_it(faults: Faults, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `speedopt dashboard` on a copied storage made <storage>.artifacts/ beside it: read-only commands create nothing.
+    # The real command serves in a thread of this process (no new Python: fast), its real wsgiref server kept at hand
+    # so the test can shut it down.
+    import threading
+    import urllib.request
+    import wsgiref.simple_server
+
+    from speedopt.cli import main
+
+    url = _optuna_storage(faults.root / "copied.db")
+    servers: list[wsgiref.simple_server.WSGIServer] = []
+    make = wsgiref.simple_server.make_server
+
+    def kept(*args, **kwargs):  # the real server, kept so the test can shut it down
+        servers.append(make(*args, **kwargs))
+        return servers[-1]
+
+    monkeypatch.setattr(wsgiref.simple_server, "make_server", kept)
+    faults.watch(faults.root)
+    port = free_port()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(main(["dashboard", "--storage", url, "--port", str(port)])), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not servers and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert servers, "the dashboard did not start"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=30) as answer:
+            assert answer.status == 200 and b'"kept"' in answer.read()
+    finally:
+        for server in servers:
+            server.shutdown()
+        thread.join(timeout=30)
+    assert codes == [0] and not thread.is_alive()
+    assert not (faults.root / "copied.db.artifacts").exists()
+    faults.unchanged()
