@@ -616,3 +616,36 @@ def test_the_dashboard_on_a_copied_storage_creates_nothing_beside_it(faults: Fau
     assert codes == [0] and not thread.is_alive()
     assert not (faults.root / "copied.db.artifacts").exists()
     faults.unchanged()
+
+
+# --- round 2, item 10: a damaged SQLite file is named so by every command ------------------------------
+
+
+def test_a_damaged_sqlite_storage_is_the_same_one_line_for_every_command(faults: Faults) -> None:
+    # 8 KiB overwritten inside a storage: `studies` said "An exception is raised during the commit ... exceeding max
+    # length", report and best "database disk image is malformed ... check that it is writable", while import
+    # called the same file a damaged SQLite database.
+    path = faults.root / "corrupt.db"
+    url = f"sqlite:///{path}"
+    study = _measured_study(faults, url)
+    data = study.user_attrs["data"]
+    with open(path, "r+b") as f:
+        f.seek(8192)  # the third page of the file, inside the tables Optuna reads first
+        f.write(b"\xff" * 8192)
+    commands = {
+        "studies": ["studies", "--storage", url],
+        "report": ["report", "--storage", url],
+        "best": ["best", "--storage", url],
+        "verify": ["verify", "--storage", url],
+        "export": ["export", "--storage", url, "--study", "imported", "-o", str(faults.work / "out.db")],
+        "worker": ["worker", "--storage", url, "--study", "imported"],
+        "import": ["import", str(path), "--storage", f"sqlite:///{faults.work / 'target.db'}"],
+        "search": ["search", "--data", data, "--storage", url, "--study", "imported", *TINY],
+    }
+    faults.watch(faults.root)
+    said = {}
+    for name, args in commands.items():
+        line = one_line_error(faults.run(*args, env=_env(faults)), f"{path} is a damaged SQLite database", "restore it from a copy")
+        said[name] = line.split(": error: ", 1)[1]
+    assert len(set(said.values())) == 1, said
+    faults.unchanged()
