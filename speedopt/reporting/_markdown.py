@@ -55,6 +55,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv`` (``<study>``:
     the study's name made a safe file name, see :mod:`speedopt.reporting._filename`); the report is the study's
     dashboard note, its figures uploaded as the study's artifacts into ``artifacts`` (the storage's store)."""
+    if artifacts is not None:
+        schema.read_artifacts(study)  # the figure ids it will replace: a bad one is refused before anything is written
     result = outcome(study)
     done = list(result.trials)
     if not done:

@@ -385,6 +385,7 @@ def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
     """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
     study = find_study(storage_url, check_study_name(study_name))
     protocol = schema.read_protocol(study)  # find_study refused a study of another schema
+    protocol.check_loads()  # the stored space, not this command's options: inspected before a trainer loads a file it names
     here = machine.fingerprint(str(Path(protocol.data).parent) if Path(protocol.data).exists() else ".")
     why = protocol.machine.key.mismatch(here.key)
     if why:
