@@ -35,10 +35,44 @@ def test_signature_holds_only_accuracy_knobs():
 
 def test_verdict_constraint():
     sig, F = {}, quality.Feasibility
-    assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.02, allowed=0.01, spread=0.015).constraint() == pytest.approx(-0.005)
-    assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.03)
+    assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.002, allowed=0.01, spread=0.005).constraint() == pytest.approx(-0.003)
+    assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.05)
     assert quality.Verdict(sig, F.UNPROBED).constraint() == 0.0
     assert quality.Verdict(sig, F.REJECTED).constraint() == 1.0
+    assert quality.Verdict(sig, F.UNKNOWN, map_loss=0.0, allowed=0.01, spread=0.0).constraint() == 1.0  # never the best
+
+
+def test_three_verdicts_from_the_loss_and_its_interval():
+    from speedopt.quality._policy import accuracy_verdict as verdict
+    from speedopt.quality._policy import uninformative
+
+    F = quality.Feasibility
+    assert verdict(0.002, 0.005, 0.01) is F.FEASIBLE  # a small loss inside the spread: kept
+    assert verdict(0.005, 0.005, 0.01) is F.FEASIBLE  # the interval's upper end on the allowed loss
+    assert verdict(0.08, 0.01, 0.01) is F.REJECTED  # a clear loss: lost
+    assert verdict(0.012, 0.005, 0.01) is F.UNKNOWN  # the interval holds the allowed loss
+    assert verdict(0.0, 0.03, 0.01) is F.UNKNOWN  # seeds that differ by more than the allowed loss cannot say kept
+    assert [f.word for f in (F.FEASIBLE, F.REJECTED, F.UNKNOWN, F.UNPROBED)] == ["kept", "lost", "unknown", "not judged"]
+    assert uninformative(0.0) and "0.0000" in uninformative(0.0)
+    assert uninformative(quality.LOW_MAP - 1e-4) and uninformative(quality.LOW_MAP) == ""
+
+
+def test_a_reference_that_learned_nothing_makes_every_other_signature_unknown_without_a_probe():
+    from speedopt.cli._progress import accuracy_text
+    from speedopt.quality._judge import Reference
+
+    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    base = Knobs(model="yolov5n", imgsz=640, batch=16)
+    judge = quality.Judge(quality.Policy(mode="all"), target, base, storage=None, owner="t")
+    judge._reference = Reference(0.0, 0.0)  # as probed: both seeds scored mAP50-95 0.0000
+    small = judge.verdict(Knobs(model="yolov5n", imgsz=64, batch=16, freeze=6), 150.0, None)
+    assert small.feasibility is quality.Feasibility.UNKNOWN and small.constraint() == 1.0
+    assert small.reason.startswith("accuracy unknown: the baseline probe reached only mAP50-95 0.0000")
+    assert "--weights" in small.reason and accuracy_text(small) == "unknown"
+    assert small.attrs()["verdict"] == "unknown" and small.attrs()["feasible"] == "unknown"
+    assert judge.ran == 0  # the candidate was not probed: its probe could not have said anything
+    same = judge.verdict(Knobs(model="yolov5n", imgsz=640, batch=16, workers=2, cache="ram"), 150.0, None)
+    assert same.feasibility is quality.Feasibility.FEASIBLE  # the baseline's own signature: the same model
 
 
 def test_verdict_attrs_store_feasible_as_true_false_or_unknown():
