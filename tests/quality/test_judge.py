@@ -216,6 +216,35 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert small["probe_map50_95"] == pytest.approx(cand)
     assert small["feasible"] is True
     assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
+    assert small["verdict"] == "feasible" and small["map_loss"] + small["map_spread"] <= 0.5  # kept: its whole interval
+    report = run_cli("report", "--storage", url, "--study", "loose", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r" / "loose" / "speed_vs_map.png").is_file()  # probed trials: speed against mAP
+
+
+@pytest.mark.slow
+def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_path):
+    # Issue 28: from scratch, probes of one epoch score mAP50-95 0.0000; a loss of 0.0000 was read as "kept"
+    # and a tenth of the image size recommended. Now every other signature is unknown, and the recommendation
+    # keeps the baseline's accuracy knobs.
+    space = tmp_path / "space.yaml"
+    space.write_text("model: [yolov5n]\nimgsz: [64]\nbatch: [4]\nfreeze: [0]\ncache: [none, ram]\nworkers: [0]\n")
+    url = f"sqlite:///{tmp_path}/u.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--study", "u", "--space", str(space),
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1",
+        "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", "--quality", "all", "--no-report",
+        "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="u", storage=url).get_trials(states=(TrialState.COMPLETE,))
+    other = flat_attrs(trials[1].user_attrs)
+    assert other["config"]["imgsz"] == 64 and other["baseline_map50_95"] < quality.LOW_MAP, other
+    assert other["verdict"] == "unknown" and other["feasible"] == "unknown" and other["probe_map50_95"] is None
+    assert other["probes_run"] == 2  # the baseline's two seeds; the candidate's own probe could not say anything
+    assert any(f"{head}: trial 0:" in done.stdout for head in ("keep your settings", "recommended")), done.stdout
+    assert "1 unknown" in done.stdout, done.stdout
+    assert "never recommended: accuracy unknown: the baseline probe reached only mAP50-95" in done.stdout
 
 
 def test_quality_all_judges_a_config_that_lazy_probing_skips():
