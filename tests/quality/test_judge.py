@@ -1,5 +1,7 @@
 """The mAP-loss constraint on real probes: real training on CPU (from a checkpoint the tests make), real validation."""
 
+import dataclasses
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -260,3 +262,17 @@ def test_quality_all_judges_a_config_that_lazy_probing_skips():
     every._reference = Reference(None, None, "no reference in this test")  # stops before a real probe runs
     verdict = every.verdict(slow, 10.0, best_feasible=50.0)
     assert verdict.reason == "cannot judge: no reference in this test"  # it went on to judge it
+
+
+def test_probes_start_from_the_baselines_own_checkpoint_when_no_weights_are_given(tmp_path):
+    from speedopt.search import SearchConfig, plan
+    from tests.conftest import checkpoint_file
+
+    data = demo_data.generate(tmp_path / "set", demo_data.DemoSpec(train=8, val=4, width=64, height=48))
+    ckpt = checkpoint_file(tmp_path / "mine.pt")
+    config = SearchConfig(data=str(data), device="cpu", baseline=f"model={ckpt} imgsz=64 batch=4")
+    planned = plan(config)
+    assert planned.protocol.quality.weights == str(ckpt.resolve())
+    assert f"quality probes start from your baseline's checkpoint {ckpt} (no --weights given)" in planned.notes
+    off = plan(dataclasses.replace(config, quality="off"))
+    assert off.protocol.quality.weights is None
