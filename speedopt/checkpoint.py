@@ -143,6 +143,16 @@ def check_checkpoint(path: Path, what: str) -> None:
         )
 
 
+def check_weights_file(text: str) -> Path:
+    """The local checkpoint ``--weights`` names (the one probes and validation passes start from), inspected by
+    :func:`check_checkpoint`; UsageError for a missing or refused file."""
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--weights file not found: {text}; give a local .pt checkpoint (speedopt never downloads)")
+    check_checkpoint(path, f"--weights {text}")  # never unpickled for real here: its code must not run
+    return path
+
+
 def _stamp(path: Path) -> tuple[int, int]:
     info = path.stat()
     return info.st_mtime_ns, info.st_size

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from speedopt.checkpoint import check_checkpoint
+from speedopt.checkpoint import check_checkpoint, check_weights_file
 from speedopt.errors import UsageError
 
 MODEL_SCALES = ("yolov5n", "yolov5s", "yolov5m", "yolov5l", "yolov5x")
@@ -90,6 +90,15 @@ def resolve_model(model: str) -> str:
             check_checkpoint(path, f"model {text}")
         return str(path.resolve())
     raise UsageError(f"unknown model {shown(text)}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
+
+
+def check_loads(model: str, weights: str | None = None) -> None:
+    """Inspect every file a trainer will unpickle for a job: ``model`` when it is a ``.pt`` file
+    (:func:`resolve_model`) and the ``weights`` a probe or a validation pass starts from; UsageError naming
+    the one refused. For knobs and weights that come from a stored study, which may be an import from anywhere."""
+    resolve_model(model)
+    if weights:
+        check_weights_file(weights)
 
 
 def round_imgsz(imgsz: int) -> tuple[int, str | None]:

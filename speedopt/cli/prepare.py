@@ -9,7 +9,6 @@ from typing import Any, get_args
 
 from speedopt import data
 from speedopt.cli._options import integer
-from speedopt.errors import UsageError
 
 NAME = "prepare"
 _SHOWN_CORRUPT = 3  # corrupt images named in the summary line
@@ -42,7 +41,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--out", default=None, metavar="DIR",
         help="where to write the copy (default: ./prepared/<dataset>-<hash>/<imgsz>-<format>, where a search looks for it)",
     )
-    parser.add_argument("--jobs", type=integer, default=None, metavar="J", help="worker processes (default: one per CPU core)")
+    parser.add_argument("--jobs", type=integer, default=None, metavar="J", help="worker processes, at most one per CPU core and per image (default: one per CPU core)")
     parser.set_defaults(run=run)
 
 
@@ -112,6 +111,7 @@ def summary(report: data.PrepareReport) -> list[str]:
         f"{report.reused} reused, in {report.seconds:.1f} s; {speed}",
         f"size: copy {copy.bytes / 1e6:.1f} MB vs source {copy.source_bytes / 1e6:.1f} MB ({ratio})",
     ]
+    lines[1:1] = [f"note: {note}" for note in report.notes]
     if copy.corrupt:
         first = ", ".join(copy.corrupt[:_SHOWN_CORRUPT]) + (", ..." if len(copy.corrupt) > _SHOWN_CORRUPT else "")
         lines.append(f"skipped {len(copy.corrupt)} corrupt image(s) (unreadable; the trainers skip them too): first ones {first}")
@@ -120,9 +120,7 @@ def summary(report: data.PrepareReport) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = data.check_spec(data.PrepareSpec(imgsz=args.imgsz, format=args.format, quality=args.quality))
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    spec = data.PrepareSpec(imgsz=args.imgsz, format=args.format, quality=args.quality).checked()
     ds = data.load(args.data)
     out = Path(args.out) if args.out else None
     where = out if out is not None else data.default_out(ds, spec)

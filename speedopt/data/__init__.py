@@ -1,9 +1,17 @@
 """Datasets: a YOLO data.yaml checked and fingerprinted, the built-in synthetic demo set, and a dataset's
 pre-resized copy (:func:`prepare`, found again by :func:`find_copy`)."""
 
-from speedopt.data._dataset import Dataset, DatasetFingerprint, estimate_ram_cache_bytes, fingerprint, label_path, load
+from speedopt.data._dataset import (
+    Dataset,
+    DatasetFingerprint,
+    fingerprint,
+    image_size,
+    label_path,
+    load,
+)
 from speedopt.data._demo import FORMATS, PHOTOS, DemoSpec, generate, parse_size
-from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec, check_spec
+from speedopt.data._listing import list_images
+from speedopt.data._manifest import MANIFEST, PreparedCopy, PrepareFormat, PrepareReport, PrepareSpec
 from speedopt.data._plan import default_out, source_id
 from speedopt.data._prepare import find_copy, prepare
 from speedopt.data._root import resolution_env, settings_file, write_trainer_yaml
@@ -15,10 +23,11 @@ __all__ = [
     "DemoSpec",
     "FORMATS",
     "PHOTOS",
-    "estimate_ram_cache_bytes",
     "fingerprint",
     "generate",
+    "image_size",
     "label_path",
+    "list_images",
     "load",
     "parse_size",
     "read_yaml",
@@ -30,7 +39,6 @@ __all__ = [
     "PrepareReport",
     "PrepareSpec",
     "PreparedCopy",
-    "check_spec",
     "default_out",
     "find_copy",
     "prepare",

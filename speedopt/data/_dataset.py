@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import random
 from collections.abc import Iterator
@@ -14,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speedopt.data._listing import list_images
 from speedopt.data._root import resolve_root, split_path
 from speedopt.data._yamlfile import read_yaml
 from speedopt.errors import UsageError
-
-IMAGE_SUFFIXES = frozenset({"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"})
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,11 @@ class Dataset:
         """A readable dataset name: the folder that holds data.yaml (or the yaml's stem when generic)."""
         stem = self.yaml_path.stem
         return self.yaml_path.parent.name if stem in ("data", "dataset") else stem
+
+    def ram_cache_bytes(self, imgsz: int, images: tuple[Path, ...] | None = None) -> int:
+        """RAM a ``cache=ram`` run needs for ``images`` (default: the train split) at ``imgsz``, estimated as
+        the trainers cache (see :func:`estimate_ram_cache_bytes`)."""
+        return estimate_ram_cache_bytes(self.train_images if images is None else images, imgsz)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -62,7 +67,7 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
             raise UsageError(f"'{split}' in {yaml_path} contains a NUL byte; fix the file")
         path = split_path(root, item) if isinstance(entry, str) else root / item
         if path.is_dir():
-            images += [p for p in path.rglob("*") if p.suffix[1:].lower() in IMAGE_SUFFIXES]
+            images += list_images(path)
         elif path.is_file() and path.suffix == ".txt":
             for line in path.read_text(errors="replace").splitlines():
                 line = line.strip()
@@ -75,7 +80,7 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
             )
     if not images:
         raise UsageError(f"no images in the {split} split ({', '.join(map(str, entries))} under {root}); add images or fix '{split}'")
-    return tuple(sorted(images))
+    return tuple(sorted(images, key=str))  # as the trainers sort them
 
 
 def label_path(image: Path) -> Path:
@@ -86,6 +91,28 @@ def label_path(image: Path) -> Path:
             parts[i] = "labels"
             break
     return Path(*parts).with_suffix(".txt")
+
+
+def _names_of(names: dict[Any, Any], path: Path) -> list[Any]:
+    """A ``names:`` mapping as the list of its classes. Its keys must be exactly 0 .. N-1: the trainers
+    count N classes and index their heads by the label's class, so a gap ({0: a, 2: c}) fails inside them."""
+    try:
+        keys = sorted(int(k) for k in names if not isinstance(k, bool) and int(k) == float(k))
+    except (TypeError, ValueError, OverflowError):
+        keys = []
+    if len(keys) != len(names):
+        raise UsageError(f"'names' in {path} maps class indices 0, 1, ... to names; its keys must be integers")
+    if keys != list(range(len(keys))):
+        have = set(keys)
+        missing = list(itertools.islice((i for i in range(max(keys) + 1) if i not in have), 6))
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        raise UsageError(
+            f"'names' in {path} must number its classes 0, 1, 2, ... without gaps: {len(keys)} classes numbered "
+            f"{', '.join(map(str, keys[:5]))}{', ...' if len(keys) > 5 else ''}" + (f", missing {shown}" if missing else "")
+            + "; renumber the classes (and their labels) from 0, or list the names in order"
+        )
+    by_key = {int(k): v for k, v in names.items()}
+    return [by_key[k] for k in keys]
 
 
 def load(yaml_path: str | os.PathLike[str]) -> Dataset:
@@ -100,10 +127,7 @@ def load(yaml_path: str | os.PathLike[str]) -> Dataset:
         raise UsageError(f"{path} lacks {', '.join(missing)}; a YOLO data.yaml needs train, val and names")
     names = data["names"]
     if isinstance(names, dict):
-        try:
-            names = [names[k] for k in sorted(names, key=int)]
-        except (TypeError, ValueError):
-            raise UsageError(f"'names' in {path} maps class indices 0, 1, ... to names; its keys must be integers") from None
+        names = _names_of(names, path)
     if not isinstance(names, list) or not names:
         raise UsageError(f"'names' in {path} must be a non-empty list or mapping of class names")
     if "\0" in str(data.get("path") or ""):
@@ -134,7 +158,7 @@ class SampledSizes:
     tried: int
 
 
-def _size(image: Path) -> tuple[int, int] | None:
+def image_size(image: Path) -> tuple[int, int] | None:
     """An image's (width, height) from its header, or None when it cannot be read as an image."""
     from PIL import Image
 
@@ -172,7 +196,7 @@ def sample_sizes(images: tuple[Path, ...], sample: int = 30, seed: int = 0) -> S
     for index in _draws(len(images), sample, seed, extra=3 * sample):
         if len(sizes) >= sample:
             break
-        size = _size(images[index])
+        size = image_size(images[index])
         if size is None:
             bad.append(images[index])
         else:
@@ -214,15 +238,6 @@ class DatasetFingerprint:
     train_bytes: int
     id: str
     unreadable: int = 0  # train images found unreadable (every empty file, and those in the sample)
-
-    def notes(self) -> tuple[str, ...]:
-        """What a search should say about the dataset: the unreadable images it skips, if any."""
-        if not self.unreadable:
-            return ()
-        return (
-            f"skipped {self.unreadable} unreadable train image(s) (empty, truncated or not an image) in the size "
-            "sample and fingerprint; the trainer skips them too (its log says 'ignoring corrupt image')",
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,26 +1,26 @@
 """The copy's folder: locked while a run writes it, marked as a copy in progress (``MARKER``) and taken
-over (a copy at another spec wiped, one of another dataset refused), cleaned of what no source maps to
-any more, and given its data.yaml."""
+over (a folder holding anything prepare did not write refused, a copy at another spec wiped, one of
+another dataset refused), cleaned of what no source maps to any more, and given its data.yaml. Only
+what the copy's record names is ever removed (:mod:`~speedopt.data._record`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speedopt.data._atomic import _TEMP, _read_json, _write_json, _write_text
+from speedopt.data._atomic import _read_json, _write_json, _write_text
 from speedopt.data._dataset import Dataset
 from speedopt.data._manifest import LISTS, MANIFEST, MARKER, YAML, PrepareSpec
 from speedopt.data._plan import _Plan, _root
+from speedopt.data._record import _Kind, _prune, _read_record, _relative, _remove, _Survey, _write_record
 from speedopt.data._root import split_path
 from speedopt.data._yamlfile import read_yaml
 from speedopt.errors import UsageError
 from speedopt.version import __version__
-
-_OURS = frozenset({".jpg", ".png", ".npy", ".txt"})  # what a clean-up may remove from the copy
 
 
 @contextlib.contextmanager
@@ -50,15 +50,10 @@ def _spec_of(state: dict[str, Any] | None) -> PrepareSpec | None:
         return None
 
 
-def _wipe(out: Path) -> None:
-    """Remove everything in the copy but the marker (a copy at another spec is redone from scratch)."""
-    for folder, dirs, files in os.walk(out, topdown=False):
-        for name in files:
-            if not (folder == str(out) and name == MARKER):
-                os.unlink(os.path.join(folder, name))
-        for name in dirs:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(folder, name))
+def _wipe(out: Path, survey: _Survey) -> None:
+    """Remove what prepare wrote into the copy, and the trainers' arrays of its images (a copy at another
+    spec is redone from scratch); the marker keeps the folder ours meanwhile, and a label cache stays."""
+    _remove(out, survey.files(_Kind.RECORDED, _Kind.TEMP, _Kind.DERIVED))
 
 
 @dataclass(frozen=True)
@@ -77,12 +72,27 @@ def _number(value: object) -> float:
         return 0.0
 
 
-def _begin(ds: Dataset, spec: PrepareSpec, out: Path) -> _Prior:
+def _planned(out: Path, plan: _Plan, skip: Iterable[int] = ()) -> set[str]:
+    """Every file the copy holds once complete (but the items in ``skip``), relative to ``out``."""
+    skipped = set(skip)
+    paths: list[str | Path | None] = [out / YAML, *(out / name for split, name in LISTS.items() if split not in plan.folders)]
+    for item in plan.items:
+        if item.index not in skipped:
+            paths += [item.output, item.npy, item.label_dst if item.label_src else None]
+    return set(_relative(out, paths))
+
+
+def _begin(ds: Dataset, spec: PrepareSpec, out: Path, plan: _Plan) -> _Prior:
     """Mark ``out`` as a copy in progress and take it over (manifest and data.yaml removed until it is
-    complete again). A copy at another (or an unreadable) spec is wiped first, the marker keeping the folder
-    ours meanwhile; a copy of another dataset is refused."""
+    complete again). A folder holding anything prepare did not write is refused before anything in it is
+    touched (see :mod:`~speedopt.data._record`), and so is a copy of another dataset; a copy at another (or
+    an unreadable) spec is wiped, the marker keeping the folder ours meanwhile. What this run will write is
+    added to the record before it writes any of it."""
+    survey = _Survey(out, _read_record(out))
+    survey.check()
     has_marker, has_manifest = (out / MARKER).is_file(), (out / MANIFEST).is_file()
     prior = _Prior()
+    recorded = survey.files(_Kind.RECORDED)
     if has_marker or has_manifest:
         state = _read_json(out / (MARKER if has_marker else MANIFEST)) or {}
         source = str(state.get("source_yaml") or "")
@@ -91,35 +101,32 @@ def _begin(ds: Dataset, spec: PrepareSpec, out: Path) -> _Prior:
         if _spec_of(state) != spec:
             if not has_marker:
                 _write_json(out / MARKER, {**state, "seconds": 0.0})
-            _wipe(out)
+            _wipe(out, survey)
+            recorded = []
         elif has_marker:
             prior = _Prior(_number(state.get("seconds")))
         else:
             prior = _Prior(_number(state.get("seconds")), int(_number(state.get("jobs"))) or None)
     _write_json(out / MARKER, _state(ds, spec, prior.seconds))
+    _write_record(out, {*recorded, *_planned(out, plan)})
     (out / MANIFEST).unlink(missing_ok=True)
     (out / YAML).unlink(missing_ok=True)
     return prior
 
 
 def _clean(out: Path, plan: _Plan) -> None:
-    """Remove temporary files of killed runs and outputs no source maps to any more (gone, renamed, other
-    format), then empty folders. Only image, array and text files are touched: a trainer's caches stay."""
-    lists = {name for split, name in LISTS.items() if split not in plan.folders}
-    keep: dict[str, set[str]] = {str(out): {MARKER, MANIFEST, YAML, *lists}}
-    for item in plan.items:
-        for path in (item.output, item.npy, item.label_dst if item.label_src else None):
-            if path is not None:
-                folder, name = os.path.split(path)
-                keep.setdefault(folder, set()).add(name)
-    for folder, dirs, files in os.walk(out, topdown=False):
-        wanted = keep.get(folder, set())
-        for name in files:
-            if name not in wanted and (_TEMP.match(name) or os.path.splitext(name)[1].lower() in _OURS):
-                os.unlink(os.path.join(folder, name))
-        for name in dirs:
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.join(folder, name))  # only succeeds when empty
+    """Remove temporary files of killed runs and the outputs no source maps to any more (gone, renamed,
+    other format), with the trainers' arrays of their images, then empty folders. Only what the record
+    names is touched: a trainer's label cache stays."""
+    wanted = _planned(out, plan)
+    survey = _Survey(out, _read_record(out))
+    _remove(out, [rel for rel in survey.files(_Kind.RECORDED, _Kind.TEMP, _Kind.DERIVED) if not survey.wanted(rel, wanted)])
+
+
+def _finish(out: Path, plan: _Plan, corrupt: set[int]) -> None:
+    """Record exactly the complete copy's files (the corrupt sources' outputs were removed)."""
+    _prune(out)
+    _write_record(out, _planned(out, plan, skip=corrupt))
 
 
 def _write_yaml(ds: Dataset, out: Path, plan: _Plan, corrupt: set[int]) -> Path:

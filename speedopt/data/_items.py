@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt.data._atomic import _atomic
-from speedopt.data._dataset import _size
+from speedopt.data._dataset import image_size
 from speedopt.data._manifest import PrepareSpec
 from speedopt.data._plan import _Item, _Stat, _stat
 
@@ -47,9 +47,15 @@ def _image_current(item: _Item) -> bool:
 
 
 def _remove_outputs(item: _Item) -> None:
-    for path in (item.output, item.npy, item.label_dst):
-        if path is not None:
-            Path(path).unlink(missing_ok=True)
+    """Remove the item's outputs, and the array a ``cache=disk`` trainer decoded from its image."""
+    for path in (item.output, _array(item), item.label_dst):
+        Path(path).unlink(missing_ok=True)
+
+
+def _array(item: _Item) -> str:
+    """The ``.npy`` beside the item's image: the copy's own (format npy), or a ``cache=disk`` trainer's,
+    which both trainers read in place of the image (so it goes when the image does, or is rewritten)."""
+    return item.npy or str(Path(item.output).with_suffix(".npy"))
 
 
 # ------------------------------------------------------------------------ in the worker processes
@@ -91,6 +97,8 @@ def _resize_one(item: _Item) -> tuple[int, bool]:
     image = _fit(image, item.spec.imgsz)
     output = Path(item.output)
     output.parent.mkdir(parents=True, exist_ok=True)
+    if item.npy is None:
+        Path(_array(item)).unlink(missing_ok=True)  # a trainer's array of the old image
     data = _encoded(image, item.spec)
     _atomic(output, lambda handle: handle.write(data), item.mtime_ns)
     if item.npy is not None:
@@ -101,7 +109,7 @@ def _resize_one(item: _Item) -> tuple[int, bool]:
 
 def _source_long_side(source: str) -> int | None:
     """The source's long side from its header (orientation does not change it), else from a full decode."""
-    size = _size(Path(source))
+    size = image_size(Path(source))
     if size is not None:
         return max(size)
     import cv2

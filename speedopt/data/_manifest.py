@@ -37,6 +37,10 @@ class PrepareSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def checked(self) -> PrepareSpec:
+        """This spec checked (one line per problem), normalised as :func:`check_spec` does."""
+        return check_spec(self)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrepareSpec:
         return cls(imgsz=int(data["imgsz"]), format=cast(PrepareFormat, str(data["format"])), quality=int(data["quality"]))
@@ -104,7 +108,8 @@ class PrepareReport:
     reused: int  # images a previous (interrupted) run had already written and that are still current
     seconds: float  # this run's wall time
     images_per_s: float  # written / seconds of the resize phase
-    jobs: int
+    jobs: int  # worker processes it ran: at most one per CPU core and per image
+    notes: tuple[str, ...] = ()  # what was adjusted (--jobs capped)
 
 
 def check_spec(spec: PrepareSpec) -> PrepareSpec:

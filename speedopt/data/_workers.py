@@ -1,9 +1,12 @@
 """The worker processes that resize and check a copy's items: a pool of spawned processes, started on
-first use (none for one job) and always stopped on the way out."""
+first use (none for one job), always stopped on the way out, and gone with the prepare that started
+them even when it is SIGKILLed (each watches its parent, as every speedopt job does:
+:func:`speedopt.isolation.die_with`); multiprocessing's resource tracker ends once they all have."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -13,13 +16,18 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def _init_worker() -> None:
-    """A worker ignores Ctrl-C (the parent stops it) and runs OpenCV on one thread (the pool is the parallelism)."""
+def _init_worker(parent: int) -> None:
+    """A worker ignores Ctrl-C (the parent stops it), dies with ``parent`` (a SIGKILLed prepare runs no
+    clean-up, and an idle worker would wait for work forever), and runs OpenCV on one thread (the pool is
+    the parallelism). It kills itself alone: it shares its group with the user's shell job."""
     import signal
 
     import cv2
 
+    from speedopt.isolation import die_with
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with(parent, name="speedopt-prepare-parent-watch", group=False)
     cv2.setNumThreads(1)
 
 
@@ -49,7 +57,7 @@ class _Workers:
 
         if self.pool is None:
             context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(self.size, mp_context=context, initializer=_init_worker)
+            self.pool = ProcessPoolExecutor(self.size, mp_context=context, initializer=_init_worker, initargs=(os.getpid(),))
         chunk = max(1, min(16, len(items) // (self.size * 4)))
         work = functools.partial(_apply, fn)
         futures = [self.pool.submit(work, items[i : i + chunk]) for i in range(0, len(items), chunk)]

@@ -48,6 +48,9 @@ class SplitLabels:
     reused: bool  # a valid cache was there already: nothing was scanned
     hash: str  # the hash the trainer stored in the file: a trial trusts the file only while it still holds it
     version: str  # the trainer's cache format version
+    listed: int = 0  # images the trainer listed for the split (0: not recorded)
+    corrupt: int = 0  # of those, what its label check dropped as a corrupt image or label
+    problem: str = ""  # the first drop as the trainer's log says it
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

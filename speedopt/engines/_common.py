@@ -108,6 +108,20 @@ def built_split(known: Iterable[SplitLabels], split: str) -> SplitLabels | None:
     return next((k for k in known if k.split == split), None)
 
 
+def scan_counts(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """What a trainer's label check listed and dropped, from its label cache: ``results`` (found, missing,
+    empty, corrupt, total: both trainers store that tuple) and the first "ignoring corrupt" message, as
+    :class:`SplitLabels` fields (empty when the cache holds no such record)."""
+    results = stored.get("results")
+    try:
+        corrupt, listed = int(results[3]), int(results[4])  # type: ignore[index]
+    except (TypeError, IndexError, ValueError):
+        return {}
+    told = (re.sub(r"\x1b\[[0-9;]*m", "", str(m)).strip() for m in stored.get("msgs") or ())
+    problem = next((m for m in told if "corrupt" in m), "")
+    return {"listed": listed, "corrupt": corrupt, "problem": problem[:300]}
+
+
 def subset_entries(by_file: Mapping[str, T], images: Sequence[str], msgs: Sequence[str]) -> tuple[list[tuple[str, T]], int] | None:
     """The cache entries of ``images`` (a subset of the split the cache was built on), in order, and how many
     of them the trainer dropped as corrupt (no entry, and the scan's messages name the file).

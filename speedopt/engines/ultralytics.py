@@ -15,6 +15,8 @@ and :func:`_patch_trainer` (one trainer instance):
 - ``trainer.preprocess_batch`` -> counts the images of each batch (the last batch may be short);
 - ``trainer.validate`` -> timed (the projection's validation pass);
 - ``trainer.final_eval`` -> nothing, in probes (it validates best.pt, the same weights, again);
+- ``YOLODataset.get_img_files`` -> a split folder listed by speedopt (:func:`speedopt.data.list_images`, as the
+  parent listed it: no link back into the tree followed), handed to the trainer's own code as a list file;
 - ``YOLODataset.cache_labels`` (the label scan) -> timed (a trial's ``label_scan_s``), and for a subset
   (a trial's ``fraction=<count>``, a probe's fraction) written in the job's private folder: the trainer
   names the cache after the label folder, so it would overwrite the user's full ``labels/train.cache``;
@@ -32,12 +34,13 @@ clock counts it in the next step, as waiting for data (see :class:`~speedopt.mea
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt.data import resolution_env, write_trainer_yaml
+from speedopt.data import list_images, resolution_env, write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
     SameBatch,
@@ -48,6 +51,7 @@ from speedopt.engines._common import (
     model_argument,
     package_version,
     preload_modules,
+    scan_counts,
     subset_entries,
     sync,
     timed,
@@ -113,15 +117,22 @@ def _is_subset(dataset: Any) -> bool:
 
 
 def _patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[float]) -> None:
-    """The label-cache patches of the dataset class (see the module docstring); ``scans`` gets each
-    scan's seconds. Applied once per job process: the originals are kept on the class."""
+    """The listing and label-cache patches of the dataset class (see the module docstring); ``scans`` gets
+    each scan's seconds. Applied once per job process: the originals are kept on the class."""
     from ultralytics.data.dataset import YOLODataset
 
     originals = YOLODataset.__dict__.get("_speedopt_originals")
     if originals is None:
-        originals = (YOLODataset.cache_labels, getattr(YOLODataset, "_load_or_scan_cache", None))
+        originals = (YOLODataset.cache_labels, getattr(YOLODataset, "_load_or_scan_cache", None), YOLODataset.get_img_files)
         YOLODataset._speedopt_originals = originals
-    scan, load_or_scan = originals
+    scan, load_or_scan, get_img_files = originals
+
+    def listed(self: Any, img_path: str | list[str]) -> list[str]:
+        entries = [_listing(p, workdir) for p in (img_path if isinstance(img_path, list) else [img_path])]
+        files: list[str] = get_img_files(self, entries if isinstance(img_path, list) else entries[0])
+        return files
+
+    YOLODataset.get_img_files = listed
 
     def cache_labels(self: Any, path: Path = Path("./labels.cache")) -> Any:
         if _is_subset(self):  # never the user's full cache: a subset's goes in the job's folder
@@ -146,6 +157,18 @@ def _patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[flo
         return own
 
     YOLODataset._load_or_scan_cache = from_full_cache
+
+
+def _listing(entry: str, workdir: Path) -> str:
+    """A split entry as the trainer should read it: a folder becomes a list file of speedopt's listing of it
+    (:func:`speedopt.data.list_images`, which follows no link back into the tree) in the job's folder; the
+    trainer then filters, sorts and takes its fraction of it as of its own listing. Anything else as given."""
+    if not Path(entry).is_dir():
+        return entry
+    images = list_images(entry)
+    target = workdir / f"listing-{hashlib.sha256(str(entry).encode()).hexdigest()[:12]}.txt"
+    target.write_text("".join(f"{image}\n" for image in images if "\n" not in str(image)))
+    return str(target)
 
 
 def _subset_cache(full: SplitLabels, im_files: list[str], cache_hash: str) -> dict[str, Any] | None:
@@ -258,9 +281,10 @@ class UltralyticsEngine(Engine):
                 stored = load_dataset_cache_file(cache)
             except Exception:
                 raise RuntimeError(f"the trainer wrote no label cache at {cache} (is {cache.parent} writable?)") from None
-            splits.append(
-                SplitLabels(split, str(cache.resolve()), len(dataset.labels), seconds, len(scans) == before, str(stored["hash"]), str(stored["version"]))
-            )
+            splits.append(SplitLabels(
+                split, str(cache.resolve()), len(dataset.labels), seconds, len(scans) == before, str(stored["hash"]),
+                str(stored["version"]), **scan_counts(stored),
+            ))
         return LabelCacheBuild(data_yaml, tuple(splits))
 
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:

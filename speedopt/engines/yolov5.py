@@ -39,7 +39,7 @@ from typing import Any
 from speedopt.command import train_py_args
 from speedopt.data import write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
-from speedopt.engines._common import ddp_rank, drain, images_read, package_version, preload_modules, sync, timed, workers_note
+from speedopt.engines._common import ddp_rank, drain, images_read, package_version, preload_modules, scan_counts, sync, timed, workers_note
 from speedopt.engines._yolov5_checkout import checkout_root, checkout_version, import_train
 from speedopt.engines._yolov5_data import cache_file, label_dataset, probe_train_run, trial_data
 from speedopt.engines._yolov5_patches import close_loaders, no_validation, patch_module
@@ -218,7 +218,7 @@ class Yolov5Engine(Engine):
                 raise RuntimeError(f"train.py wrote no label cache at {cache} (is {cache.parent} writable?)") from None
             splits.append(
                 SplitLabels(split, str(cache.resolve()), len(dataset.im_files), seconds, len(seen["scans"]) == before,
-                            str(stored["hash"]), str(stored["version"]))
+                            str(stored["hash"]), str(stored["version"]), **scan_counts(stored))
             )
         return LabelCacheBuild(data_yaml, tuple(splits))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from speedopt import defaults, machine
-from speedopt.data import Dataset, estimate_ram_cache_bytes
+from speedopt.data import Dataset
 from speedopt.engines import Engine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, value_text
@@ -57,7 +57,7 @@ def ram_available(limit_bytes: int | None) -> int:
 
 def ram_cache_need(ds: Dataset, imgsz: int) -> int:
     """Bytes cache=ram needs for the whole train split at imgsz, with the trainer's margin."""
-    return int(estimate_ram_cache_bytes(ds.train_images, imgsz) * (1 + defaults.RAM_CACHE_MARGIN))
+    return int(ds.ram_cache_bytes(imgsz) * (1 + defaults.RAM_CACHE_MARGIN))
 
 
 def ram_cache_refusal(ds: Dataset, imgsz: int, limit_bytes: int | None) -> str | None:

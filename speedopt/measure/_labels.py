@@ -65,8 +65,22 @@ class LabelCaches:
             reused = all(s.reused for b in self.builds for s in b.splits)
             done = "found valid" if reused else "built"
             parts.append(f"the trainer's label cache {done} once for {self.images} images: {self.seconds:.1f} s")
+        parts += [line for b in self.builds if (line := self.dropped(b, len(self.builds) > 1))]
         parts += [f"label cache of {yaml} not built ({why}): trials scan their labels" for yaml, why in self.failures]
         return "; ".join(parts) or "no label cache built"
+
+    @staticmethod
+    def dropped(build: LabelCacheBuild, name: bool = False) -> str:
+        """What the trainer's label check (its scan: 'ignoring corrupt image/label') drops from ``build``'s
+        splits, in its own counts; "" when it drops nothing. ``name``: say which data.yaml."""
+        hit = [s for s in build.splits if s.corrupt]
+        if not hit:
+            return ""
+        counts = " and ".join(f"{s.corrupt} of {s.listed} {s.split}" for s in hit)
+        train = next((s for s in build.splits if s.split == "train"), None)
+        kept = f": it trains on {train.images} train images, the count trials and the projection use" if train else ""
+        where = f" of {build.data_yaml}" if name else ""
+        return f"the trainer's label check drops {counts} images{where} as corrupt ({hit[0].problem}){kept}"
 
     def to_attr(self) -> dict[str, Any]:
         """The study user attr: ``data`` {yaml: {split: {cache, images, seconds, reused, hash, version}}},

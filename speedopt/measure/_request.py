@@ -39,7 +39,8 @@ class TrialRequest:
     queued: int = 0  # batches the dataloader workers prefetch: warm-up consumes them first
     epochs: int = defaults.EPOCHS
     images: int = 0  # train images the trial uses
-    images_total: int = 0
+    images_total: int = 0  # train images listed
+    images_trained: int = 0  # of those, what the trainer trains on after its label check (0: not known)
     seed: int = defaults.SEED
     cache_dir: str = ""
     notes: tuple[str, ...] = ()
@@ -50,6 +51,13 @@ class TrialRequest:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
+
+
+def trained_images(label_caches: Sequence[SplitLabels], listed: int) -> int:
+    """The train images the trainer trains on, from the label cache the study built of the split (the
+    listing less what its label check drops); 0 when not known, or when the cache listed other files."""
+    train = next((s for s in label_caches if s.split == "train"), None)
+    return train.images if train is not None and train.listed == listed else 0
 
 
 def make_request(
@@ -116,5 +124,6 @@ def make_request(
         notes=tuple(notes),
         infeasible=infeasible,
         train_subset=tuple(map(str, ds.train_images[:images])) if images < total else (),
+        images_trained=trained_images(label_caches, total),
         label_caches=tuple(label_caches),
     )

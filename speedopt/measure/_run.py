@@ -82,7 +82,7 @@ def unmeasured(request: TrialRequest, status: Status, message: str) -> TrialResu
         steps=request.steps,
         warmup=request.warmup,
         max_steps=request.max_steps,
-        images_total=request.images_total,
+        images_total=request.images_trained or request.images_total,  # what a full epoch trains on
     )
 
 

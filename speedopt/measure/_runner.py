@@ -1,6 +1,6 @@
 """The one job runner: every trial, probe and validation pass runs through :func:`run_job`.
 
-It sweeps what killed runs left (:func:`~speedopt.isolation._leftovers.sweep`), takes the host lock,
+It inspects the ``.pt`` files the job's trainer would unpickle (:func:`_refusal`), sweeps what killed runs left (:func:`~speedopt.isolation._leftovers.sweep`), takes the host lock,
 starts the one child entry point (``python -m speedopt.measure._child``) in a private temporary
 folder (recorded with its owner, so a sweep removes it should this process be killed) and its own
 session, sharing this process's leases with it, polls its progress, kills the whole process group
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import engines
+from speedopt.errors import UsageError
 from speedopt.isolation import (
     PARENT_ENV,
     kill_group,
@@ -36,8 +37,9 @@ from speedopt.isolation import (
     sweep,
     wait_until,
 )
+from speedopt.knobs import check_loads
 from speedopt.measure._ddp import merge_ranks, run_ranks
-from speedopt.measure._jobs import Job, JobOutcome, job_to_json
+from speedopt.measure._jobs import Job, JobOutcome, LabelsJob, job_to_json
 from speedopt.measure._launch import sweep_launches
 from speedopt.measure._progress import Progress, TrialProgress
 from speedopt.measure._request import TrialRequest
@@ -71,6 +73,10 @@ def run_job(
     ``owner`` names the holder of the host lock for whoever waits on it (a study name);
     ``progress`` gets the child's progress (:class:`TrialProgress`) each time it changes.
     """
+    refused = _refusal(job)
+    if refused is not None:  # nothing starts: the outcome says why
+        now = time.time()
+        return JobOutcome(Status.ERROR, refused, {}, 0.0, "", (), now, now)
     env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
     with measuring(owner, on_wait=on_wait):
         sweep()
@@ -90,6 +96,19 @@ def run_job(
         started_at=started_at,
         ended_at=ended_at,
     )
+
+
+def _refusal(job: Job) -> str | None:
+    """Why ``job`` may not start: a ``.pt`` file its trainer would unpickle (the model, the weights) that
+    :func:`~speedopt.knobs.check_loads` refuses. A trial's knobs were checked when it was planned; a probe's and a
+    validation pass's come from the study, which may be an import from anywhere."""
+    if isinstance(job, LabelsJob):
+        return None
+    try:
+        check_loads(job.knobs.model, None if isinstance(job, TrialRequest) else job.weights)
+    except UsageError as exc:
+        return str(exc)
+    return None
 
 
 def _ending(seen: _Exit, job: Job) -> tuple[Status, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from speedopt import defaults
-from speedopt.checkpoint import check_checkpoint
+from speedopt.checkpoint import check_weights_file
 from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
@@ -174,10 +174,7 @@ def _weights_id(path: Path) -> str:
 
 def check_weights(text: str) -> tuple[str, str]:
     """A local YOLO checkpoint: (absolute path, content hash). Raises UsageError otherwise."""
-    path = Path(text).expanduser()
-    if not path.is_file():
-        raise UsageError(f"--weights file not found: {text}; give a local .pt checkpoint (speedopt never downloads)")
-    check_checkpoint(path, f"--weights {text}")  # never unpickled for real here: its code must not run
+    path = check_weights_file(text)
     return str(path.resolve()), _weights_id(path)
 
 

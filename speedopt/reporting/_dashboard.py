@@ -10,7 +10,6 @@ that is no user's.
 
 from __future__ import annotations
 
-import contextlib
 import types
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
@@ -148,9 +147,9 @@ def serve(storage_url: str | None, host: str, port: int) -> None:
     from optuna.artifacts import FileSystemArtifactStore
     from optuna_dashboard import run_server
 
-    folder = artifact_dir(storage_url)  # the report's figures, uploaded as the studies' artifacts
-    with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
+    # The report's figures, uploaded as the studies' artifacts: served where `speedopt report` made the folder. The
+    # dashboard creates none (a read-only command creates nothing; a copied storage comes without its figures).
+    folder = artifact_dir(storage_url)
     store = FileSystemArtifactStore(folder) if folder.is_dir() else None
     # The study the dashboard builds for its importance takes a storage as Optuna's get_storage returns it (an RDB
     # storage in its cache); the wrappers go on that one object, so every view of the trials sees the same params.

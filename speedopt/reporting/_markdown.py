@@ -36,7 +36,7 @@ from speedopt.reporting._trials import ended_early_section, trials_section
 from speedopt.reporting._trials import pruned_section as _pruned  # the name tests/search/test_stop.py imports
 from speedopt.reporting._verdict import finals_section, side_by_side_section
 from speedopt.reporting._verify import verified_section
-from speedopt.study import StudyProtocol, outcome, save_note
+from speedopt.study import StudyProtocol, outcome, save_note, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -55,6 +55,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     """Write ``out_dir/<study>.md``, its figures in ``out_dir/<study>/`` and ``out_dir/<study>.csv`` (``<study>``:
     the study's name made a safe file name, see :mod:`speedopt.reporting._filename`); the report is the study's
     dashboard note, its figures uploaded as the study's artifacts into ``artifacts`` (the storage's store)."""
+    if artifacts is not None:
+        schema.read_artifacts(study)  # the figure ids it will replace: a bad one is refused before anything is written
     result = outcome(study)
     done = list(result.trials)
     if not done:
@@ -67,7 +69,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     outside = {r.number: why for r in done if (why := p.space.outside(r.config)) is not None}  # no point of the space
     figs = report_figures(table, p, result, files.figures, frozenset(outside))
     md = [f"# speedopt report: {study.study_name}", ""]
-    md += machine_and_dataset_section(p, result, done) + side_by_side_section(base, best, result)
+    md += machine_and_dataset_section(p, result, done, schema.read_labels(study)) + side_by_side_section(base, best, result)
     pb, pr = (projected.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + ablation.section(study, result, files.figures, files.link)

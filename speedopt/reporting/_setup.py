@@ -4,13 +4,19 @@ from, and the accuracy rule its trials were judged by."""
 from __future__ import annotations
 
 from speedopt.knobs import knobs_text
+from speedopt.measure import LabelCaches
 from speedopt.reporting._text import duration, fmt
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, redact
 
 
-def machine_and_dataset_section(p: StudyProtocol, result: SearchOutcome, done: list[TrialRecord]) -> list[str]:
-    """Section 1: the machine, the dataset, the engine and how the trials were measured."""
+def machine_and_dataset_section(
+    p: StudyProtocol, result: SearchOutcome, done: list[TrialRecord], labels: LabelCaches | None = None
+) -> list[str]:
+    """Section 1: the machine, the dataset (with what the trainer's label check drops, from ``labels``: the
+    study's label caches), the engine and how the trials were measured."""
     m, ds = p.machine, p.dataset
+    build = labels.build_for(p.data) if labels is not None else None
+    dropped = f"; {LabelCaches.dropped(build)}" if build is not None and LabelCaches.dropped(build) else ""
     starts = [r.started for r in done if r.started]
     ends = [r.completed for r in done if r.completed]
     busy = sum((r.completed - r.started).total_seconds() for r in done if r.started and r.completed)
@@ -21,7 +27,7 @@ def machine_and_dataset_section(p: StudyProtocol, result: SearchOutcome, done: l
         f"- Machine: {m.key.cpu_model}, {m.key.cpu_cores} cores, {m.ram_total_gb} GB RAM; GPUs: {gpus}; "
         f"driver {m.driver or '-'}, CUDA {m.cuda_driver or '-'}; host {m.hostname}",
         f"- Dataset: `{p.data}`: {ds.train_images} train / {ds.val_images} val images, {ds.classes} classes, "
-        f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id})",
+        f"mean size {ds.mean_width}x{ds.mean_height}, {ds.train_bytes / 2**20:.1f} MB of train images (fingerprint {ds.id}){dropped}",
         f"- Engine: {p.engine} {p.engine_version} on device `{p.device}`; speedopt {p.speedopt_version}",
         f"- Trials: {result.complete} complete ({result.counts_text()}{result.failed_text()}), at least {p.warmup} warm-up batches (more with "
         f"dataloader workers: until their prefetched batches are used) and {p.steps} to {p.max_steps} measured batches "

@@ -138,7 +138,7 @@ def subset_yaml(data: str, count: int, folder: Path) -> tuple[Path, int]:
     from speedopt.data import load, read_yaml
 
     ds = load(data)
-    images = sorted(ds.train_images)[:count]
+    images = ds.train_images[:count]  # listed and sorted as the trainers sort
     listing = folder / "train-subset.txt"
     listing.write_text("".join(f"{p}\n" for p in images))
     config = read_yaml(data, "data.yaml")  # load() read it already: bounded, a mapping

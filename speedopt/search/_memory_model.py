@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from speedopt.data import Dataset, estimate_ram_cache_bytes
+from speedopt.data import Dataset
 from speedopt.knobs import Knobs
 
 LIMIT = 0.90  # a config predicted above this share of the memory is infeasible
@@ -97,7 +97,7 @@ def predict(fit: MemoryFit, knobs: Knobs, images: Dataset | None = None, used: i
     (the first ``used`` train images of ``images``, and the val split, as the trainers cache both)."""
     peak, basis = fit.predict(knobs.batch // max(1, knobs.gpus)), fit.basis()
     if fit.kind == "ram" and knobs.cache == "ram" and images is not None:
-        cached = estimate_ram_cache_bytes((*images.train_images[:used], *images.val_images), knobs.imgsz) / 2**20
+        cached = images.ram_cache_bytes(knobs.imgsz, (*images.train_images[:used], *images.val_images)) / 2**20
         peak += cached
         basis += f" + {cached:.0f} MB of decoded images cached at imgsz={knobs.imgsz}"
     return Prediction(fit.kind, peak, basis)

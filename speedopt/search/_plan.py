@@ -111,8 +111,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)
     data = _data_knob(config, ds, space, policy, base, {**listed, **fixed})
     space, policy, space_notes = data.space, data.policy, space_notes + list(data.notes)
-    fp_data = fingerprint(ds)
-    notes += fp_data.notes()  # unreadable images the size sample skipped, as the trainer will
+    fp_data = fingerprint(ds)  # how many images the trainer drops: its label check says, before the first trial
     notes += _temp_note(space)
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
     protocol = StudyProtocol(
@@ -388,6 +387,7 @@ def plan_for_worker(storage_url: str, study_name: str) -> SearchPlan:
     """A plan rebuilt from an existing study's attrs, for `speedopt worker` on an identical machine."""
     study = find_study(storage_url, check_study_name(study_name))
     protocol = schema.read_protocol(study)  # find_study refused a study of another schema
+    protocol.check_loads()  # the stored space, not this command's options: inspected before a trainer loads a file it names
     here = machine.fingerprint(str(Path(protocol.data).parent) if Path(protocol.data).exists() else ".")
     why = protocol.machine.key.mismatch(here.key)
     if why:

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from speedopt import defaults
+from speedopt.checkpoint import check_weights_file
 from speedopt.data import DatasetFingerprint
 from speedopt.engines import EngineName
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs
+from speedopt.knobs import Knobs, check_loads
 from speedopt.machine import MachineFingerprint
 from speedopt.quality import Policy
 from speedopt.study._copies import DataCopy, copy_for, one_of
@@ -71,6 +72,16 @@ class StudyProtocol:
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""
         return copy_for(self.copies, knobs.imgsz).yaml if knobs.data == "resized" else self.data
+
+    def check_loads(self) -> None:
+        """Inspect every ``.pt`` file the study hands a trainer (the models of its space and baseline, the probes'
+        weights) before one loads it (:func:`speedopt.knobs.check_loads`): a stored study may be an import from
+        anywhere. UsageError naming the file refused."""
+        domain = self.space.domains.get("model")
+        for model in sorted({self.baseline.model, *(domain.values() if domain else ())}):
+            check_loads(model)
+        if self.quality.weights:
+            check_weights_file(self.quality.weights)
 
     def to_attrs(self) -> dict[str, Any]:
         """The study user attrs (JSON values), one per field."""

@@ -22,10 +22,12 @@ and why it did not finish (:data:`PRUNED`, :data:`PRUNED_CONFIG`, :data:`DUPLICA
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
+from speedopt.knobs import shown
 from speedopt.measure import Ceiling, LabelCaches
 from speedopt.study._ablation import Ablation
 from speedopt.study._finals import Finals
@@ -34,6 +36,7 @@ from speedopt.study._rank import Ranking
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
 SCHEMA_VERSION = 1
 SCHEMA = "schema"  # study attr: the SCHEMA_VERSION the study was written with
@@ -59,6 +62,13 @@ STOPPED = "stopped"  # why the search stopped before its target (None: it did no
 # Records a report and verify fill.
 VAL_TIME = "val_time:"  # + a digest of the validation's inputs: {status, val_s, val_images, save_s}
 REPORT_ARTIFACTS = "report_artifacts"  # {figure file name: artifact id}
+#: An artifact id as Optuna and optuna-dashboard make one (a UUID), the only form the dashboard serves. An id is
+#: a file name in the artifact store: any other text (``../../x``) would name a file outside it.
+ARTIFACT_ID = re.compile(r"[0-9A-Fa-f-]{1,64}")
+_NO_ID = "which names no file inside an artifact store (an Optuna artifact id is hex digits and dashes)"
+#: System attrs that name an artifact: Optuna's ``artifacts:<id>`` (study and trial), optuna-dashboard's
+#: ``dashboard:artifacts:<trial>:<id>``.
+_ARTIFACT_ATTRS = (re.compile(r"artifacts:(?P<id>.*)", re.S), re.compile(r"dashboard:artifacts:\d+:(?P<id>.*)", re.S))
 VERIFY = "verify"  # Verification.to_dict: the last verification
 
 # -- trial attrs ------------------------------------------------------------------------------------------
@@ -228,12 +238,47 @@ def write_val_time(study: optuna.Study, digest: str, timed: Mapping[str, Any]) -
 
 
 def read_artifacts(study: optuna.Study) -> dict[str, str]:
-    """The report's figures uploaded as the study's artifacts: artifact id by file name."""
-    return dict(study.user_attrs.get(REPORT_ARTIFACTS) or {})
+    """The report's figures uploaded as the study's artifacts: artifact id by file name.
+
+    UsageError, one line, for an id that is none (:data:`ARTIFACT_ID`): a storage another tool wrote may
+    hold any text there, and the report removes the file an id names before it uploads a figure again.
+    """
+    stored = study.user_attrs.get(REPORT_ARTIFACTS) or {}
+    why = _figure_ids_refusal(stored)
+    if why is not None:
+        raise UsageError(
+            f"study {study.study_name!r}: {why}; another tool wrote it: clear it (study.set_user_attr("
+            f"{REPORT_ARTIFACTS!r}, {{}}) in Optuna) and run the command again"
+        )
+    return dict(stored)
 
 
 def write_artifacts(study: optuna.Study, ids: Mapping[str, str]) -> None:
     study.set_user_attr(REPORT_ARTIFACTS, dict(ids))
+
+
+def _figure_ids_refusal(stored: Any) -> str | None:
+    where = f"its user attr {REPORT_ARTIFACTS}"
+    if not isinstance(stored, dict):
+        return f"{where} is {shown(stored)}, not a map of figure to artifact id"
+    bad = [i for i in stored.values() if not (isinstance(i, str) and ARTIFACT_ID.fullmatch(i))]
+    return f"{where} holds artifact id {shown(bad[0])}, {_NO_ID}" if bad else None
+
+
+def artifact_refusal(study: optuna.Study, trials: Iterable[FrozenTrial]) -> str | None:
+    """Where ``study`` or one of its ``trials`` stores an artifact id that is none (:data:`ARTIFACT_ID`), or None:
+    the report's figures (:data:`REPORT_ARTIFACTS`) and every artifact attr of Optuna and optuna-dashboard."""
+    why = _figure_ids_refusal(study.user_attrs.get(REPORT_ARTIFACTS) or {})
+    if why is not None:
+        return why
+    owners = [("its", study._storage.get_study_system_attrs(study._study_id))]
+    owners += [(f"trial {t.number}'s", t.system_attrs) for t in trials]
+    for owner, attrs in owners:
+        for key in attrs:
+            named = next((m for p in _ARTIFACT_ATTRS if (m := p.fullmatch(key))), None)
+            if named and not ARTIFACT_ID.fullmatch(named["id"]):
+                return f"{owner} system attr {shown(key)} holds artifact id {shown(named['id'])}, {_NO_ID}"
+    return None
 
 
 def read_verification(study: optuna.Study) -> dict[str, Any] | None:

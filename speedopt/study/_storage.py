@@ -9,7 +9,8 @@ Only ``speedopt search`` (and the target of export/import) may create a storage 
 a worker joins one that exists and can be written (:attr:`Need.WRITE`), every other command opens one
 that exists (:attr:`Need.EXISTING`), and the source of an import or a warm start is opened so that
 nothing can write to it (:attr:`Need.READ_ONLY`). A file that is not an
-Optuna storage is refused before Optuna could write its tables into it. Every URL that is printed or
+Optuna storage is refused before Optuna could write its tables into it, and a damaged SQLite file is named
+so, in one line, by every command (:func:`damaged`). Every URL that is printed or
 stored goes through :func:`redact`, so a database password never reaches a terminal, a log or a report.
 """
 
@@ -48,6 +49,8 @@ CREATE_ATTEMPTS = 20
 CREATE_PAUSE_S = 0.5
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+#: SQLite's result codes for a damaged file: SQLITE_CORRUPT ("database disk image is malformed"), SQLITE_NOTADB.
+_DAMAGE_CODES = (11, 26)
 _POINT = "point the command at a storage that `speedopt search` or `speedopt export` wrote"
 #: ``scheme://user:PASSWORD@``: the password runs to the last ``@`` of the URL (an unescaped ``@`` in it too).
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^:/?#@\s]*:)[^\s'\"]*@")
@@ -184,20 +187,64 @@ def _check_file(path: Path, need: Need, kind: str) -> None:
         )
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro", uri=True)
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    """SQLite says its file is damaged (SQLITE_CORRUPT, SQLITE_NOTADB): not a lock, a permission or a full disk."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return code & 0xFF in _DAMAGE_CODES
+    return any(s in str(exc) for s in ("malformed", "not a database"))
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of an SQLite storage URL; None for anything else (a journal, a server, a URL that does not parse)."""
+    if _journal_path(url) or "://" not in url:
+        return None
+    try:
+        return _sqlite_path(url)
+    except Exception:  # sqlalchemy cannot parse it: open_storage said so
+        return None
+
+
+def damaged(path: Path) -> str | None:
+    """What is damaged in the SQLite file at ``path``, in SQLite's words, or None: a sound file, or one this could
+    not check (locked, unreadable: the caller's own reading says why).
+
+    The one test of a damaged storage file, run by every command that opens one (:func:`open_storage`) and again
+    when a storage fails after opening (:func:`storage_errors`), so each names the file the same way. SQLite's
+    ``PRAGMA quick_check``, read-only: every page and b-tree of the file (not index contents), 0.25 s for 130 MB.
+    """
+    try:
+        with contextlib.closing(_read_only(path)) as db:
+            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check")]
+    except sqlite3.Error as exc:
+        return _first_line(exc) if _is_damage(exc) else None
+    return None if problems == ["ok"] else problems[0]
+
+
+def _damaged(path: Path, detail: str) -> UsageError:
+    return UsageError(f"{path.resolve()} is a damaged SQLite database ({detail}); restore it from a copy, or {_POINT}")
+
+
 def _sqlite_tables(path: Path) -> set[str]:
-    """The tables of an SQLite file, read without writing a byte; UsageError for a file that is not SQLite."""
+    """The tables of an SQLite file, read without writing a byte; UsageError for a file that is not SQLite, or damaged."""
     if path.stat().st_size == 0:
         return set()
     with open(path, "rb") as f:
         header = f.read(len(_SQLITE_HEADER))
     if header != _SQLITE_HEADER:
         raise UsageError(f"{path} is not an SQLite database (no SQLite header); {_POINT}")
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    detail = damaged(path)
+    if detail is not None:
+        raise _damaged(path, detail)
     try:
-        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        with contextlib.closing(_read_only(path)) as db:
             return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.Error as exc:
-        raise UsageError(f"{path} is a damaged SQLite database ({exc}); restore it from a copy, or {_POINT}") from None
+        raise UsageError(f"cannot read storage {path}: {_first_line(exc)}; check the file and its permissions") from None
 
 
 def _optuna_schema() -> frozenset[str]:
@@ -340,6 +387,8 @@ def open_storage(url: str | None = None, need: Need = Need.EXISTING) -> BaseStor
             if attempt + 1 < attempts and _race(exc):
                 time.sleep(CREATE_PAUSE_S)
                 continue
+            if path is not None and (detail := damaged(path)) is not None:
+                raise _damaged(path, detail) from None
             raise UsageError(f"cannot open storage {redact(url)}: {_first_line(exc)}") from None
     raise AssertionError("unreachable")
 
@@ -353,6 +402,9 @@ def storage_errors(url: str | None) -> Iterator[None]:
     try:
         yield
     except (optuna.exceptions.StorageInternalError, sqlalchemy.exc.SQLAlchemyError, sqlite3.Error) as exc:
+        path = _sqlite_file(url or defaults.STORAGE_URL)
+        if path is not None and (detail := damaged(path)) is not None:  # damaged after opening, or beyond the check
+            raise _damaged(path, detail) from None
         cause = (exc.__cause__ or exc.__context__) if isinstance(exc, optuna.exceptions.StorageInternalError) else None
         raise UsageError(
             f"storage {redact(url or defaults.STORAGE_URL)} failed: {_first_line(cause or exc)}; check that it is "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from speedopt.errors import UsageError
 from speedopt.quality import cache_entries, merge_cache
-from speedopt.study._schema import read_protocol
+from speedopt.study._schema import artifact_refusal, read_protocol
 from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, study_names, url_for
 
 SUFFIXES = (".db", ".sqlite", ".sqlite3", ".log", ".journal")
@@ -46,7 +46,9 @@ def export(study_name: str, storage_url: str | None, out: str) -> tuple[int, int
 def import_study(file: str, storage_url: str | None, study_name: str | None = None) -> tuple[str, int, int]:
     """Bring an exported study (and its probe cache) into a storage; returns (name, trials, cache added).
 
-    The exported file is opened read-only: it must already be an Optuna storage, and is never changed.
+    The exported file is opened read-only: it must already be an Optuna storage, and is never changed. What it
+    holds is data from outside: a study storing an artifact id that is none (:func:`artifact_refusal`) is
+    refused before the target storage is opened.
     """
     import optuna
 
@@ -58,6 +60,12 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
         study = find_study(url, name or study_name, Need.READ_ONLY)
         source = study._storage
         entries = cache_entries(source, None)
+        why = artifact_refusal(study, study.get_trials(deepcopy=False))
+    if why is not None:
+        raise UsageError(
+            f"refusing to import study {study.study_name!r}: {why}; nothing was imported: export the study again "
+            "from the storage it came from"
+        )
     with storage_errors(storage_url):
         destination = open_storage(storage_url, Need.CREATE)
         if study.study_name in study_names(destination):

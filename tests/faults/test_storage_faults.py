@@ -10,6 +10,7 @@ nothing in the temp folder). Cases that run a real trainer are ``slow``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -440,3 +441,211 @@ def test_a_worker_recovers_the_trial_of_a_worker_killed_on_another_host(faults: 
     assert retry.state == TrialState.COMPLETE or retry.user_attrs.get("duplicate_of") is not None
     assert f"trial {failed.number} retried as trial {retry.number}" in done.stdout  # the summary says so
     assert "3 of 3 complete" in done.stdout
+
+
+# --- round 2, item 4: an imported study's stored ids and model paths are data from outside -------------
+
+TRAVERSAL = "../../../x"
+
+
+def _measured_study(faults: Faults, url: str, model: str | None = None, timed: bool = True) -> optuna.Study:
+    """A study as `speedopt search` leaves it, made without a trainer: its protocol and one measured baseline
+    (``model``: the model its config names), the validation pass of that config already timed unless not ``timed``."""
+    import dataclasses
+
+    from speedopt.measure import TrialResult
+    from speedopt.quality import Feasibility, Verdict, signature
+    from speedopt.search import SearchConfig, plan
+    from speedopt.search._ends import _val_digest
+    from speedopt.status import Status
+    from speedopt.study import schema
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    protocol = plan(SearchConfig(data=str(faults.dataset()), device="cpu", quality="off", storage=url)).protocol
+    study = optuna.create_study(study_name="imported", storage=url, direction="maximize")
+    schema.write_protocol(study, protocol)
+    knobs = dataclasses.replace(protocol.baseline, model=model) if model else protocol.baseline
+    trial = study.ask()
+    trial.set_user_attr(schema.ROLE, "baseline")
+    schema.write_measurement(trial, TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=12.0,
+                                                data_wait_fraction=0.25, steps=10).to_dict())
+    schema.write_verdict(trial, Verdict(signature(knobs), Feasibility.FEASIBLE, reason="quality off").attrs())
+    study.tell(trial, 12.0)
+    if timed:
+        schema.write_val_time(study, _val_digest(protocol, knobs), {"status": "ok", "val_s": 1.0, "val_images": 4, "save_s": 0.1})
+    return study
+
+
+def _plant_id(study: optuna.Study, where: str, artifact_id: str) -> None:
+    """An artifact id stored where Optuna, optuna-dashboard or speedopt's report keep one."""
+    from speedopt.study import schema
+
+    if where == "report-figure":
+        schema.write_artifacts(study, {"history.png": artifact_id})
+    elif where == "study-artifact":
+        study._storage.set_study_system_attr(study._study_id, f"artifacts:{artifact_id}", json.dumps({"artifact_id": artifact_id}))
+    else:  # a trial's artifact, as optuna.artifacts.upload_artifact stores it
+        study.add_trial(optuna.trial.create_trial(value=1.0, system_attrs={f"artifacts:{artifact_id}": json.dumps(None)}))
+
+
+@pytest.mark.parametrize("where", ["report-figure", "study-artifact", "trial-artifact"])
+def test_import_refuses_a_stored_artifact_id_that_leaves_the_store(faults: Faults, where: str) -> None:
+    # Round 2, item 4: an export whose figure ids were traversal strings imported without a word, and the next
+    # `speedopt report` ended in a traceback (ValueError: Invalid artifact_id, exit 1).
+    from speedopt.study import schema
+
+    source = faults.root / "export.db"
+    study = optuna.create_study(study_name="imported", storage=f"sqlite:///{source}", direction="maximize")
+    study.set_user_attr(schema.SCHEMA, schema.SCHEMA_VERSION)
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    _plant_id(study, where, TRAVERSAL)  # a trial's artifact: on trial 1
+    target = _optuna_storage(faults.work / "target.db")
+    faults.watch(faults.root)
+    line = one_line_error(faults.run("import", str(source), "--storage", target), "refusing to import", "'imported'",
+                          TRAVERSAL, "nothing was imported")
+    assert ("trial 1" in line) == (where == "trial-artifact"), line
+    assert ("report_artifacts" in line) == (where == "report-figure"), line
+    faults.unchanged()
+
+
+def test_report_refuses_a_stored_artifact_id_that_leaves_the_store(faults: Faults) -> None:
+    # A storage another tool wrote holds the same id: the report says so in one line, before it writes anything.
+    path = faults.root / "s.db"
+    study = _measured_study(faults, f"sqlite:///{path}")
+    _plant_id(study, "report-figure", TRAVERSAL)
+    faults.watch(faults.root)
+    one_line_error(faults.run("report", "--storage", f"sqlite:///{path}"), "report_artifacts", TRAVERSAL, "artifact id")
+    assert not (faults.work / "reports").exists()
+    faults.unchanged()
+
+
+def _crafted_model(faults: Faults) -> tuple[Path, Path]:
+    """A .pt whose unpickling touches a marker file (the fault suite's crafted checkpoint), and that marker."""
+    from tests.faults.test_trial_faults import _crafted
+
+    marker = faults.root / "pwned"
+    return _crafted(faults.root / "evil.pt", "posix", "system", (f"touch {marker}",), legacy=False), marker
+
+
+@pytest.mark.parametrize("job", ["validation pass", "probe"])
+def test_a_crafted_checkpoint_a_study_names_is_inspected_before_its_job_starts(faults: Faults, job: str) -> None:
+    # A .pt that an imported study's trial ran went uninspected to the trainer of the report's validation pass (and
+    # of the one after a resumed search's finals), as the probes' weights a worker read from the study did: the
+    # trainer unpickled it and the payload touched its marker. The one job runner inspects both now.
+    import dataclasses
+
+    from speedopt.measure import JobOutcome, ProbeJob, run_job
+    from speedopt.offline import cache_dir
+    from speedopt.search import validation_time
+    from speedopt.status import Status
+    from speedopt.study import schema
+
+    evil, marker = _crafted_model(faults)
+    url = f"sqlite:///{faults.root / 's.db'}"
+    study = _measured_study(faults, url, model=str(evil) if job == "validation pass" else None, timed=False)
+    protocol = schema.read_protocol(study)
+    if job == "validation pass":  # what `speedopt report` and a search's end time, for the config the study names
+        outcome = validation_time(study, protocol, dataclasses.replace(protocol.baseline, model=str(evil)))
+        what = f"model {evil}"
+    else:
+        outcome = run_job(ProbeJob("ultralytics", None, protocol.data, protocol.baseline, "cpu", 60.0, str(cache_dir()),
+                                   weights=str(evil)), "imported")
+        what = f"--weights {evil}"
+    assert not marker.exists(), "the trainer unpickled the crafted checkpoint"
+    assert isinstance(outcome, JobOutcome) and outcome.status is Status.ERROR, outcome
+    assert outcome.message.startswith(f"{what} refers to posix.system") and "refusing" in outcome.message, outcome.message
+
+
+def test_a_worker_refuses_a_crafted_model_in_the_stored_space(faults: Faults) -> None:
+    # `speedopt worker` took the stored space as it was: a .pt it lists reached no check before a trial asked for it.
+    from speedopt.study import Space, schema
+    from speedopt.study._space import Domain
+
+    evil, marker = _crafted_model(faults)
+    url = f"sqlite:///{faults.root / 's.db'}"
+    study = _measured_study(faults, url)
+    space = Space.from_dict(study.user_attrs[schema.SPACE])
+    widened = Space({**space.domains, "model": Domain(choices=(*space.domains["model"].values(), str(evil)))})
+    study.set_user_attr(schema.SPACE, widened.to_dict())
+    study.set_user_attr(schema.TRIALS, 1)  # it holds its target: a worker that joins samples nothing
+    faults.watch(faults.root)
+    line = one_line_error(faults.run("worker", "--storage", url, "--study", "imported", env=_env(faults)),
+                          f"model {evil}", "posix.system")
+    assert "refusing" in line and not marker.exists()
+    faults.unchanged()
+
+
+# --- round 2, item 8: the dashboard creates nothing ----------------------------------------------------
+
+
+def test_the_dashboard_on_a_copied_storage_creates_nothing_beside_it(faults: Faults, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `speedopt dashboard` on a copied storage made <storage>.artifacts/ beside it: read-only commands create nothing.
+    # The real command serves in a thread of this process (no new Python: fast), its real wsgiref server kept at hand
+    # so the test can shut it down.
+    import threading
+    import urllib.request
+    import wsgiref.simple_server
+
+    from speedopt.cli import main
+
+    url = _optuna_storage(faults.root / "copied.db")
+    servers: list[wsgiref.simple_server.WSGIServer] = []
+    make = wsgiref.simple_server.make_server
+
+    def kept(*args, **kwargs):  # the real server, kept so the test can shut it down
+        servers.append(make(*args, **kwargs))
+        return servers[-1]
+
+    monkeypatch.setattr(wsgiref.simple_server, "make_server", kept)
+    faults.watch(faults.root)
+    port = free_port()
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(main(["dashboard", "--storage", url, "--port", str(port)])), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not servers and thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert servers, "the dashboard did not start"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=30) as answer:
+            assert answer.status == 200 and b'"kept"' in answer.read()
+    finally:
+        for server in servers:
+            server.shutdown()
+        thread.join(timeout=30)
+    assert codes == [0] and not thread.is_alive()
+    assert not (faults.root / "copied.db.artifacts").exists()
+    faults.unchanged()
+
+
+# --- round 2, item 10: a damaged SQLite file is named so by every command ------------------------------
+
+
+def test_a_damaged_sqlite_storage_is_the_same_one_line_for_every_command(faults: Faults) -> None:
+    # 8 KiB overwritten inside a storage: `studies` said "An exception is raised during the commit ... exceeding max
+    # length", report and best "database disk image is malformed ... check that it is writable", while import
+    # called the same file a damaged SQLite database.
+    path = faults.root / "corrupt.db"
+    url = f"sqlite:///{path}"
+    study = _measured_study(faults, url)
+    data = study.user_attrs["data"]
+    with open(path, "r+b") as f:
+        f.seek(8192)  # the third page of the file, inside the tables Optuna reads first
+        f.write(b"\xff" * 8192)
+    commands = {
+        "studies": ["studies", "--storage", url],
+        "report": ["report", "--storage", url],
+        "best": ["best", "--storage", url],
+        "verify": ["verify", "--storage", url],
+        "export": ["export", "--storage", url, "--study", "imported", "-o", str(faults.work / "out.db")],
+        "worker": ["worker", "--storage", url, "--study", "imported"],
+        "import": ["import", str(path), "--storage", f"sqlite:///{faults.work / 'target.db'}"],
+        "search": ["search", "--data", data, "--storage", url, "--study", "imported", *TINY],
+    }
+    faults.watch(faults.root)
+    said = {}
+    for name, args in commands.items():
+        line = one_line_error(faults.run(*args, env=_env(faults)), f"{path} is a damaged SQLite database", "restore it from a copy")
+        said[name] = line.split(": error: ", 1)[1]
+    assert len(set(said.values())) == 1, said
+    faults.unchanged()

@@ -64,7 +64,7 @@ def test_every_study_record_is_read_back_as_written(study):
     schema.write_ablation(study, ablation)
     schema.write_stopped(study, "the space is used up")
     schema.write_val_time(study, "abc", {"status": "ok", "val_s": 1.5, "val_images": 8, "save_s": None})
-    schema.write_artifacts(study, {"history.png": "id-1"})
+    schema.write_artifacts(study, {"history.png": "5f1b9c2e-7a3d-4b8e-9f10-2c6d8e4a1b37"})
     schema.write_verification(study, {"study": "s", "status": "ok"})
 
     again = _reloaded(study)
@@ -79,7 +79,7 @@ def test_every_study_record_is_read_back_as_written(study):
     assert schema.read_stopped(again) == "the space is used up"
     assert schema.read_val_time(again, "abc") == {"status": "ok", "val_s": 1.5, "val_images": 8, "save_s": None}
     assert schema.read_val_time(again, "other") is None
-    assert schema.read_artifacts(again) == {"history.png": "id-1"}
+    assert schema.read_artifacts(again) == {"history.png": "5f1b9c2e-7a3d-4b8e-9f10-2c6d8e4a1b37"}
     assert schema.read_verification(again) == {"study": "s", "status": "ok"}
     schema.write_stopped(study, None)  # a resumed search samples again
     assert schema.read_stopped(_reloaded(study)) is None
