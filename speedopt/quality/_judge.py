@@ -4,11 +4,12 @@ A quality probe trains one signature for a fixed budget (epochs x fraction of th
 fixed seed) and validates mAP50 and mAP50-95 on the val split. The baseline signature is probed with
 two seeds: their mean is the reference, their difference the spread (the noise of the probe itself).
 mAP loss = reference - candidate, with the interval loss +/- spread. The verdict is one of three
-(:func:`~speedopt.quality.accuracy_verdict`): kept (the whole interval within the allowed loss), lost
-(the whole interval beyond it), unknown (the interval holds it). Where the baseline's reference is
-under :data:`~speedopt.quality.LOW_MAP` the probes learned nothing, and every candidate whose accuracy
-knobs differ is unknown without a probe of its own. An unknown config is never recommended. Probes are lazy (a signature is probed only when its measured throughput could make
-it the best feasible trial so far) and cached (:mod:`speedopt.quality._cache`).
+(:func:`~speedopt.quality._policy.accuracy_verdict`): kept (the whole interval within the allowed loss),
+lost (the whole interval beyond it), unknown (the interval straddles it). Where the baseline's reference
+is under :data:`~speedopt.quality.LOW_MAP` the probes learned nothing, and every candidate whose accuracy
+knobs differ is unknown without a probe of its own. An unknown config is never recommended. Probes are
+lazy (a signature is probed only when its measured throughput could make it the best feasible trial so
+far) and cached (:mod:`speedopt.quality._cache`).
 """
 
 from __future__ import annotations
@@ -244,7 +245,7 @@ class Judge:
             )
         loss = ref.map50_95 - run.map50_95
         decided = accuracy_verdict(loss, ref.spread, allowed)
-        within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "holds")
+        within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
         reason = (
             f"mAP50-95 {run.map50_95:.4f} vs baseline {ref.map50_95:.4f}: loss {loss:.4f} +/- {ref.spread:.4f} (the "
             f"seeds' spread) {within} the allowed {allowed:.4f}"

@@ -56,7 +56,7 @@ def accuracy_verdict(loss: float, spread: float, allowed: float) -> Feasibility:
     """kept, lost or unknown, from a probed loss and the baseline seeds' spread (its noise).
 
     The loss's interval is ``loss +/- spread``. Kept: the whole interval is within the allowed loss.
-    Lost: the whole interval is beyond it. Unknown: the interval holds the allowed loss, so the probe
+    Lost: the whole interval is beyond it. Unknown: the interval straddles the allowed loss, so the probe
     cannot say which (a spread wider than the allowed loss makes every small loss unknown).
     """
     if loss - spread > allowed:
