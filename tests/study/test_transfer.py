@@ -21,8 +21,8 @@ def _trial_view(t):
 @pytest.mark.parametrize("suffix", ["db", "log"])
 def test_export_import_round_trip(small_study, tmp_path, suffix):
     work, shared, name = small_study
-    shutil.copy(shared.removeprefix("sqlite:///"), tmp_path / "small.db")  # the shared study stays as it is
-    url = f"sqlite:///{tmp_path / 'small.db'}"
+    shutil.copy(shared.removeprefix("sqlite:///"), tmp_path / "copy.db")  # the shared study stays as it is
+    url = f"sqlite:///{tmp_path / 'copy.db'}"
     # A probe-cache entry of the study's dataset and one of another's (the shared study ran no probes: quality off)
     study = optuna.load_study(study_name=name, storage=url)
     cache = quality.ProbeCache(study._storage)
