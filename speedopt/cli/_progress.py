@@ -80,10 +80,9 @@ def accuracy_text(verdict: Verdict) -> str:
         return "not checked"
     if verdict.feasibility is Feasibility.UNPROBED:
         return "unprobed" if verdict.reason.startswith("not probed") else "-"
-    feasible = verdict.feasibility is Feasibility.FEASIBLE
     if verdict.map50_95 is None or verdict.map_loss is None:  # decided without a probe of its own
-        return "kept" if feasible else "rejected"
-    return f"loss {verdict.map_loss:+.3f} {'ok' if feasible else 'rejected'}"
+        return verdict.feasibility.word
+    return f"loss {verdict.map_loss:+.3f} {verdict.feasibility.word}"
 
 
 def _row_cells(number: int, result: TrialResult, baseline: float | None, verdict: Verdict) -> list[str]:

@@ -287,9 +287,16 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
     out.print(
         f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {policy.epochs} epochs on {policy.fraction:g} of "
         f"the train set: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
-        f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} rejected",
+        f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} lost accuracy, "
+        f"{result.unknown} unknown",
         highlight=False,
     )
+    if result.unknown:
+        out.print(
+            f"  {result.unknown} trial(s) with other accuracy knobs than the baseline's are never recommended: "
+            f"{result.unknown_why}. The recommendation keeps the baseline's accuracy knobs, as --quality off would.",
+            highlight=False,
+        )
     if not result.probed:
         return
     first = result.probed[0]
@@ -297,10 +304,10 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
     for entry in result.probed:
         out.print(
             f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f}: "
-            f"{entry.feasibility.value}",
+            f"{entry.feasibility.word}",
             highlight=False,
         )
-    if (first.baseline_map50_95 or 0.0) < LOW_MAP:
+    if (first.baseline_map50_95 or 0.0) < LOW_MAP and not result.unknown:
         out.print(
             f"  warning: the baseline probe reached only mAP50-95 {first.baseline_map50_95 or 0:.4f}; probes this "
             "short cannot tell signatures apart. Raise --probe-epochs/--probe-fraction or give --weights.",

@@ -3,10 +3,13 @@
 A quality probe trains one signature for a fixed budget (epochs x fraction of the training set,
 fixed seed) and validates mAP50 and mAP50-95 on the val split. The baseline signature is probed with
 two seeds: their mean is the reference, their difference the spread (the noise of the probe itself).
-mAP loss = reference - candidate. A candidate is feasible when its loss is at most the allowed loss
-plus the spread; it is rejected only when the loss exceeds the allowed loss by more than the noise
-could explain. Probes are lazy (a signature is probed only when its measured throughput could make
-it the best feasible trial so far) and cached (:mod:`speedopt.quality._cache`).
+mAP loss = reference - candidate, with the interval loss +/- spread. The verdict is one of three
+(:func:`~speedopt.quality._policy.accuracy_verdict`): kept (the whole interval within the allowed loss),
+lost (the whole interval beyond it), unknown (the interval straddles it). Where the baseline's reference
+is under :data:`~speedopt.quality.LOW_MAP` the probes learned nothing, and every candidate whose accuracy
+knobs differ is unknown without a probe of its own. An unknown config is never recommended. Probes are
+lazy (a signature is probed only when its measured throughput could make it the best feasible trial so
+far) and cached (:mod:`speedopt.quality._cache`).
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ from speedopt.quality._policy import (
     BASELINE_SEEDS,
     Feasibility,
     Policy,
+    accuracy_verdict,
     signature,
     signature_text,
     unchecked_knobs,
     unchecked_text,
+    uninformative,
 )
 from speedopt.status import Status
 
@@ -81,10 +86,13 @@ class Verdict:
     unchecked: tuple[str, ...] = ()
 
     def constraint(self) -> float:
-        """Optuna constraint value (<= 0 feasible): loss minus (allowed loss + spread) when probed."""
+        """Optuna constraint value (<= 0 feasible): the loss's upper end (loss + spread) minus the allowed loss
+        when probed; 1 for lost or unknown without a probe."""
+        if self.feasibility is Feasibility.UNKNOWN:
+            return 1.0  # never the best: nobody could tell whether it keeps accuracy
         if self.map_loss is None or self.allowed is None:
             return 1.0 if self.feasibility is Feasibility.REJECTED else 0.0
-        return self.map_loss - self.allowed - (self.spread or 0.0)
+        return self.map_loss + (self.spread or 0.0) - self.allowed
 
     def attrs(self) -> dict[str, Any]:
         """The trial user attrs recording this verdict (``feasible``: true, false or "unknown")."""
@@ -92,6 +100,7 @@ class Verdict:
         return {
             "signature": self.signature,
             "feasible": stored,
+            "verdict": self.feasibility.value,  # unknown apart from unprobed: the probe budget cannot tell
             "probe_map50": self.map50,
             "probe_map50_95": self.map50_95,
             "map_loss": self.map_loss,
@@ -103,6 +112,9 @@ class Verdict:
             "quality_reason": self.reason,
             "accuracy_unchecked": list(self.unchecked),
         }
+
+
+FIX = "give --weights (probes then fine-tune), or raise --probe-epochs/--probe-fraction"
 
 
 @dataclass(frozen=True)
@@ -216,6 +228,13 @@ class Judge:
             why = f"cannot judge: {ref.why}"
             return Verdict(sig, Feasibility.UNPROBED, probes_run=self.ran - ran0, cache_hits=self.hits - hits0, reason=why)
         allowed = self.policy.limit.allowed(ref.map50_95)
+        blind = uninformative(ref.map50_95)
+        if blind:  # a candidate's probe could not say anything: do not run it
+            why = f"accuracy unknown: {blind}; {FIX}"
+            return Verdict(
+                sig, Feasibility.UNKNOWN, allowed=allowed, spread=ref.spread, reference=ref.map50_95,
+                probes_run=self.ran - ran0, cache_hits=self.hits - hits0, reason=why,
+            )
         run = self.score(knobs, BASELINE_SEEDS[0])
         ran, hits = self.ran - ran0, self.hits - hits0
         if not run.ok or run.map50_95 is None:
@@ -225,14 +244,16 @@ class Judge:
                 probes_run=ran, cache_hits=hits, reason=why,
             )
         loss = ref.map50_95 - run.map50_95
-        feasible = loss <= allowed + ref.spread
+        decided = accuracy_verdict(loss, ref.spread, allowed)
+        within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
         reason = (
-            f"mAP50-95 {run.map50_95:.4f} vs baseline {ref.map50_95:.4f} (spread {ref.spread:.4f}): loss {loss:.4f} "
-            + ("within" if feasible else "exceeds")
-            + f" the allowed {allowed:.4f} + spread"
+            f"mAP50-95 {run.map50_95:.4f} vs baseline {ref.map50_95:.4f}: loss {loss:.4f} +/- {ref.spread:.4f} (the "
+            f"seeds' spread) {within} the allowed {allowed:.4f}"
         )
+        if decided is Feasibility.UNKNOWN:
+            reason = f"accuracy unknown: {reason}; {FIX}"
         return Verdict(
-            sig, Feasibility.FEASIBLE if feasible else Feasibility.REJECTED, run.map50, run.map50_95, loss, allowed,
+            sig, decided, run.map50, run.map50_95, loss, allowed,
             ref.spread, ref.map50_95, probes_run=ran, cache_hits=hits, reason=reason,
         )
 

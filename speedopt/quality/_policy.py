@@ -34,6 +34,36 @@ class Feasibility(str, enum.Enum):
     REJECTED = "rejected"  # probed, and the loss exceeds the allowed loss by more than the probe's spread
     UNPROBED = "unprobed"  # measured ok but never judged: it could not have been the best feasible trial
     NOT_MEASURED = "not measured"  # the trial did not end ok: there is nothing to judge
+    UNKNOWN = "unknown"  # its accuracy knobs differ, and the probe budget cannot tell signatures apart: never recommended
+
+    @property
+    def word(self) -> str:
+        """The verdict as every output names it: kept, lost, unknown, or not judged."""
+        return {"feasible": "kept", "rejected": "lost", "unknown": "unknown"}.get(self.value, "not judged")
+
+
+def uninformative(reference: float) -> str:
+    """Why probes of this budget cannot tell signatures apart (empty when they can): the baseline's
+    reference mAP50-95 is under :data:`LOW_MAP`. Probes that learned nothing score every candidate
+    about as little, and a loss of 0.0000 would read as "kept" for a config that trains at a tenth of
+    the image size."""
+    if reference < LOW_MAP:
+        return f"the baseline probe reached only mAP50-95 {reference:.4f} (under {LOW_MAP:g}): probes this short learn too little"
+    return ""
+
+
+def accuracy_verdict(loss: float, spread: float, allowed: float) -> Feasibility:
+    """kept, lost or unknown, from a probed loss and the baseline seeds' spread (its noise).
+
+    The loss's interval is ``loss +/- spread``. Kept: the whole interval is within the allowed loss.
+    Lost: the whole interval is beyond it. Unknown: the interval straddles the allowed loss, so the probe
+    cannot say which (a spread wider than the allowed loss makes every small loss unknown).
+    """
+    if loss - spread > allowed:
+        return Feasibility.REJECTED
+    if loss + spread <= allowed:
+        return Feasibility.FEASIBLE
+    return Feasibility.UNKNOWN
 
 
 def signature(knobs: Knobs) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The report renders its tables and figures from it, and writes it beside the repo
 ``<study>.csv`` (the file people open in a spreadsheet). Columns: Optuna's (``number``, ``value``,
 ``datetime_start``, ``duration``, ``params_*``), every measurement under its own name (the trial's
 user attrs: ``status``, ``images_per_s``, ``data_wait_fraction``, ...), ``config_*`` per knob as run,
-``config`` in one line, and ``feasibility``.
+``config`` in one line, ``feasibility``, and ``accuracy`` (kept, lost, unknown, not judged, not checked).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def trial_table(study: optuna.Study, done: Iterable[TrialRecord] | None = None) 
     frame = pd.concat([frame.drop(columns=["config"]), knobs], axis=1)
     frame["config"] = [knobs_text(by_number[n].config) for n in numbers]
     frame["feasibility"] = [by_number[n].feasibility.value for n in numbers]
+    # The accuracy verdict as every output names it; "not checked" where quality was off and accuracy knobs differ.
+    frame["accuracy"] = ["not checked" if attrs[n].get("accuracy_unchecked") else by_number[n].feasibility.word for n in numbers]
     frame = frame.drop(columns=[c for c in _DROPPED if c in frame.columns])
     return frame.sort_values("number").reset_index(drop=True)
 

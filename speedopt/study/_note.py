@@ -35,6 +35,7 @@ def _accuracy(record: TrialRecord) -> str:
         Feasibility.REJECTED: "rejected: it loses accuracy",
         Feasibility.UNPROBED: "not judged (it could not have been the fastest feasible config)",
         Feasibility.NOT_MEASURED: "not judged (not measured)",
+        Feasibility.UNKNOWN: "accuracy unknown: never recommended",
     }[record.feasibility]
     return verdict + (f" ({why})" if why else "")
 

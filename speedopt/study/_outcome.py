@@ -46,6 +46,8 @@ class SearchOutcome:
     probe_cache_hits: int = 0
     unprobed: int = 0  # trials measured ok but never probed: they could not have been the best
     rejected: int = 0  # trials measured ok whose accuracy was judged too low
+    unknown: int = 0  # trials measured ok whose accuracy the probe budget could not tell: never recommended
+    unknown_why: str = ""  # the first such trial's reason (the same for all: the baseline's reference)
     probed: tuple[ProbedSignature, ...] = ()
     protocol: StudyProtocol | None = None  # None for a study speedopt did not make
     trials: tuple[TrialRecord, ...] = ()  # every measured trial, in trial order
@@ -146,6 +148,8 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         probe_cache_hits=sum(r.probe_cache_hits for r in done),
         unprobed=sum(r.feasibility is Feasibility.UNPROBED for r in done),
         rejected=sum(r.feasibility is Feasibility.REJECTED for r in done),
+        unknown=sum(r.feasibility is Feasibility.UNKNOWN for r in done),
+        unknown_why=next((r.quality_reason for r in done if r.feasibility is Feasibility.UNKNOWN), ""),
         probed=tuple(probed.values()),
         protocol=protocol,
         trials=tuple(done),

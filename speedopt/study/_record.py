@@ -25,14 +25,17 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 
-def _feasibility(status: Status, stored: Any) -> Feasibility:
-    """The stored ``feasible`` attr (true, false, "unknown") as a Feasibility.
+def _feasibility(status: Status, stored: Any, verdict: Any = None) -> Feasibility:
+    """The stored ``feasible`` attr (true, false, "unknown") as a Feasibility; a ``verdict`` of "unknown"
+    (the probe budget could not tell signatures apart) is told apart from "unprobed" (studies since 28).
 
     A trial measured ok without a verdict (its process died between the two) counts as unprobed:
     an unjudged config is never recommended.
     """
     if status is not Status.OK:
         return Feasibility.NOT_MEASURED
+    if verdict == Feasibility.UNKNOWN.value and stored == "unknown":
+        return Feasibility.UNKNOWN
     if stored is True:
         return Feasibility.FEASIBLE
     if stored is False:
@@ -96,7 +99,7 @@ class TrialRecord:
         return cls(
             number=trial.number,
             result=result,
-            feasibility=_feasibility(result.status, attrs.get(FEASIBLE)),
+            feasibility=_feasibility(result.status, attrs.get(FEASIBLE), attrs.get("verdict")),
             role=attrs.get(ROLE),
             source_trial=attrs.get(SOURCE_TRIAL),
             signature=attrs.get("signature"),

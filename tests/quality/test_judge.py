@@ -1,5 +1,7 @@
 """The mAP-loss constraint on real probes: real training on CPU (from a checkpoint the tests make), real validation."""
 
+import dataclasses
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -35,10 +37,44 @@ def test_signature_holds_only_accuracy_knobs():
 
 def test_verdict_constraint():
     sig, F = {}, quality.Feasibility
-    assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.02, allowed=0.01, spread=0.015).constraint() == pytest.approx(-0.005)
-    assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.03)
+    assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.002, allowed=0.01, spread=0.005).constraint() == pytest.approx(-0.003)
+    assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.05)
     assert quality.Verdict(sig, F.UNPROBED).constraint() == 0.0
     assert quality.Verdict(sig, F.REJECTED).constraint() == 1.0
+    assert quality.Verdict(sig, F.UNKNOWN, map_loss=0.0, allowed=0.01, spread=0.0).constraint() == 1.0  # never the best
+
+
+def test_three_verdicts_from_the_loss_and_its_interval():
+    from speedopt.quality._policy import accuracy_verdict as verdict
+    from speedopt.quality._policy import uninformative
+
+    F = quality.Feasibility
+    assert verdict(0.002, 0.005, 0.01) is F.FEASIBLE  # a small loss inside the spread: kept
+    assert verdict(0.005, 0.005, 0.01) is F.FEASIBLE  # the interval's upper end on the allowed loss
+    assert verdict(0.08, 0.01, 0.01) is F.REJECTED  # a clear loss: lost
+    assert verdict(0.012, 0.005, 0.01) is F.UNKNOWN  # the interval holds the allowed loss
+    assert verdict(0.0, 0.03, 0.01) is F.UNKNOWN  # seeds that differ by more than the allowed loss cannot say kept
+    assert [f.word for f in (F.FEASIBLE, F.REJECTED, F.UNKNOWN, F.UNPROBED)] == ["kept", "lost", "unknown", "not judged"]
+    assert uninformative(0.0) and "0.0000" in uninformative(0.0)
+    assert uninformative(quality.LOW_MAP - 1e-4) and uninformative(quality.LOW_MAP) == ""
+
+
+def test_a_reference_that_learned_nothing_makes_every_other_signature_unknown_without_a_probe():
+    from speedopt.cli._progress import accuracy_text
+    from speedopt.quality._judge import Reference
+
+    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    base = Knobs(model="yolov5n", imgsz=640, batch=16)
+    judge = quality.Judge(quality.Policy(mode="all"), target, base, storage=None, owner="t")
+    judge._reference = Reference(0.0, 0.0)  # as probed: both seeds scored mAP50-95 0.0000
+    small = judge.verdict(Knobs(model="yolov5n", imgsz=64, batch=16, freeze=6), 150.0, None)
+    assert small.feasibility is quality.Feasibility.UNKNOWN and small.constraint() == 1.0
+    assert small.reason.startswith("accuracy unknown: the baseline probe reached only mAP50-95 0.0000")
+    assert "--weights" in small.reason and accuracy_text(small) == "unknown"
+    assert small.attrs()["verdict"] == "unknown" and small.attrs()["feasible"] == "unknown"
+    assert judge.ran == 0  # the candidate was not probed: its probe could not have said anything
+    same = judge.verdict(Knobs(model="yolov5n", imgsz=640, batch=16, workers=2, cache="ram"), 150.0, None)
+    assert same.feasibility is quality.Feasibility.FEASIBLE  # the baseline's own signature: the same model
 
 
 def test_verdict_attrs_store_feasible_as_true_false_or_unknown():
@@ -182,6 +218,35 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert small["probe_map50_95"] == pytest.approx(cand)
     assert small["feasible"] is True
     assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
+    assert small["verdict"] == "feasible" and small["map_loss"] + small["map_spread"] <= 0.5  # kept: its whole interval
+    report = run_cli("report", "--storage", url, "--study", "loose", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r" / "loose" / "speed_vs_map.png").is_file()  # probed trials: speed against mAP
+
+
+@pytest.mark.slow
+def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_path):
+    # Issue 28: from scratch, probes of one epoch score mAP50-95 0.0000; a loss of 0.0000 was read as "kept"
+    # and a tenth of the image size recommended. Now every other signature is unknown, and the recommendation
+    # keeps the baseline's accuracy knobs.
+    space = tmp_path / "space.yaml"
+    space.write_text("model: [yolov5n]\nimgsz: [64]\nbatch: [4]\nfreeze: [0]\ncache: [none, ram]\nworkers: [0]\n")
+    url = f"sqlite:///{tmp_path}/u.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--study", "u", "--space", str(space),
+        "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1",
+        "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", "--quality", "all", "--no-report",
+        "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="u", storage=url).get_trials(states=(TrialState.COMPLETE,))
+    other = flat_attrs(trials[1].user_attrs)
+    assert other["config"]["imgsz"] == 64 and other["baseline_map50_95"] < quality.LOW_MAP, other
+    assert other["verdict"] == "unknown" and other["feasible"] == "unknown" and other["probe_map50_95"] is None
+    assert other["probes_run"] == 2  # the baseline's two seeds; the candidate's own probe could not say anything
+    assert any(f"{head}: trial 0:" in done.stdout for head in ("keep your settings", "recommended")), done.stdout
+    assert "1 unknown" in done.stdout, done.stdout
+    assert "never recommended: accuracy unknown: the baseline probe reached only mAP50-95" in done.stdout
 
 
 def test_quality_all_judges_a_config_that_lazy_probing_skips():
@@ -197,3 +262,17 @@ def test_quality_all_judges_a_config_that_lazy_probing_skips():
     every._reference = Reference(None, None, "no reference in this test")  # stops before a real probe runs
     verdict = every.verdict(slow, 10.0, best_feasible=50.0)
     assert verdict.reason == "cannot judge: no reference in this test"  # it went on to judge it
+
+
+def test_probes_start_from_the_baselines_own_checkpoint_when_no_weights_are_given(tmp_path):
+    from speedopt.search import SearchConfig, plan
+    from tests.conftest import checkpoint_file
+
+    data = demo_data.generate(tmp_path / "set", demo_data.DemoSpec(train=8, val=4, width=64, height=48))
+    ckpt = checkpoint_file(tmp_path / "mine.pt")
+    config = SearchConfig(data=str(data), device="cpu", baseline=f"model={ckpt} imgsz=64 batch=4")
+    planned = plan(config)
+    assert planned.protocol.quality.weights == str(ckpt.resolve())
+    assert f"quality probes start from your baseline's checkpoint {ckpt} (no --weights given)" in planned.notes
+    off = plan(dataclasses.replace(config, quality="off"))
+    assert off.protocol.quality.weights is None

@@ -1,9 +1,14 @@
 """Export a study made by a real search to one file, import it into a fresh storage: nothing lost."""
 
+import shutil
+
 import optuna
 import pytest
 
+from speedopt import quality
 from speedopt.quality import CACHE_STUDY
+from speedopt.status import Status
+from speedopt.study import schema
 from tests.conftest import run_cli
 
 
@@ -15,7 +20,16 @@ def _trial_view(t):
 @pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["db", "log"])
 def test_export_import_round_trip(small_study, tmp_path, suffix):
-    work, url, name = small_study
+    work, shared, name = small_study
+    shutil.copy(shared.removeprefix("sqlite:///"), tmp_path / "copy.db")  # the shared study stays as it is
+    url = f"sqlite:///{tmp_path / 'copy.db'}"
+    # A probe-cache entry of the study's dataset and one of another's (the shared study ran no probes: quality off)
+    study = optuna.load_study(study_name=name, storage=url)
+    cache = quality.ProbeCache(study._storage)
+    for dataset in (schema.read_protocol(study).dataset.id, "another-dataset"):
+        sig = quality.signature(schema.read_protocol(study).baseline)
+        cache.put(quality.cache_key(dataset, sig, quality.Policy(), 0, "ultralytics"),
+                  quality.ProbeResult(Status.OK, "", sig, 0, 1, 0.5, dataset, 0.1, 0.05, 24))
     out = tmp_path / f"small.{suffix}"
     done = run_cli("export", "--study", name, "--storage", url, "-o", str(out), cwd=work)
     assert done.returncode == 0, done.stderr
@@ -34,7 +48,8 @@ def test_export_import_round_trip(small_study, tmp_path, suffix):
     assert a._storage.get_study_system_attrs(a._study_id) == b._storage.get_study_system_attrs(b._study_id)  # note
     cache_a = optuna.load_study(study_name=CACHE_STUDY, storage=url).user_attrs
     cache_b = optuna.load_study(study_name=CACHE_STUDY, storage=fresh).user_attrs
-    assert cache_a and cache_a == cache_b
+    ours = {k: v for k, v in cache_a.items() if v["dataset"] == schema.read_protocol(a).dataset.id}
+    assert len(cache_a) == 2 and len(ours) == 1 and cache_b == ours  # the study's dataset's entries travel, no other
 
     twice = run_cli("import", str(out), "--storage", fresh, cwd=tmp_path)
     assert twice.returncode == 2 and "already exists" in twice.stderr
