@@ -34,6 +34,10 @@ SEED = 0
 MAX_MAP_LOSS = "0.01"
 PROBE_EPOCHS = 10
 PROBE_FRACTION = 0.25
+#: Seeds per probed signature (the baseline's and each candidate's, paired), and the seconds the baseline's
+#: probes may spend growing a budget that cannot tell signatures apart (speedopt.quality._budget).
+PROBE_SEEDS = 2
+PROBE_GROW_S = 600.0
 #: Where studies live when no --storage is given (relative to the working directory).
 STORAGE_URL = "sqlite:///studies/speedopt.db"
 #: Where reports are written when no --out is given.

@@ -15,7 +15,7 @@ from speedopt.cli._options import add_measurement, add_storage, add_study, fract
 from speedopt.cli._progress import view_for
 from speedopt.data import PrepareFormat
 from speedopt.knobs import knobs_text
-from speedopt.quality import LOW_MAP, QualityMode, signature_text, unchecked_knobs, unchecked_text
+from speedopt.quality import Policy, QualityMode, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
 from speedopt.study import SearchOutcome
@@ -36,12 +36,14 @@ FINALS = (
 )
 QUALITY = (
     "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
-    "signature for a fixed budget (--probe-epochs on --probe-fraction of the train set, fixed seed, from "
-    "scratch or --weights) and validates mAP50-95 on the val split. The baseline is probed with two seeds: "
-    "their mean is the reference and their difference the spread (the probe's own noise). mAP loss = "
-    "reference - candidate; a candidate is rejected only when its loss exceeds the allowed loss by more "
-    "than the spread. Probes run lazily (only for a trial fast enough to become the best feasible one) and "
-    "are cached in the storage for every worker and later study on the same dataset."
+    "signature for a budget (--probe-epochs on --probe-fraction of the train set, from --weights or from "
+    "scratch) and validates mAP50-95 on the val split, once per seed. The baseline is probed first: if its "
+    "probes learned too little (mAP50-95 under 0.05) or its seeds disagree, the budget grows (--probe-grow) "
+    "and, if it still cannot tell, every other signature is 'unknown' and never recommended. A candidate "
+    "is probed on the baseline's seeds; its loss is the mean paired difference, with an interval of two "
+    "standard errors. kept: the whole interval within --max-map-loss; lost: the whole interval beyond it; "
+    "unknown: it straddles. Probes run lazily (only for a trial fast enough to become the best feasible "
+    "one) and are cached in the storage for every worker and later study on the same dataset."
 )
 
 
@@ -96,6 +98,17 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quality.add_argument("--probe-fraction", type=float, default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
     quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
+    quality.add_argument(
+        "--probe-seeds", type=integer, default=defaults.PROBE_SEEDS, metavar="N",
+        help=f"seeds per probed signature, the candidate's paired with the baseline's (same data order); the loss's interval "
+        f"is two standard errors of the paired differences (default {defaults.PROBE_SEEDS}, at least 2)",
+    )
+    quality.add_argument(
+        "--probe-grow", type=float, default=defaults.PROBE_GROW_S, metavar="SECONDS",
+        help="when the baseline's probes cannot tell signatures apart (mAP50-95 under 0.05, or seeds that disagree), grow "
+        "the budget (epochs, then fraction) and probe it again, while its probes stay within this many seconds "
+        f"(default {defaults.PROBE_GROW_S:g}; 0: never grow)",
+    )
     _add_extras(parser)
     parser.set_defaults(run=resumable(run))
 
@@ -185,7 +198,8 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         seed=args.seed, device=args.device, engine=args.engine, yolov5_dir=args.yolov5_dir,
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
-        weights=args.weights, probe_timeout_s=args.probe_timeout, warm_start=args.warm_start, prepare=args.prepare,
+        weights=args.weights, probe_timeout_s=args.probe_timeout, probe_seeds=args.probe_seeds, probe_grow_s=args.probe_grow,
+        warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
         ends=not args.no_report,
     )
@@ -275,6 +289,15 @@ def unchecked_lines(result: SearchOutcome, rec: Recommendation) -> list[str]:
     return [f"{unchecked_text(knobs)} (quality off)"] if knobs else []
 
 
+def _budget_text(result: SearchOutcome, policy: Policy) -> str:
+    """The probe budget verdicts were judged at: as asked, or grown (the largest any trial's verdict used)."""
+    judged = [(r.probe_epochs, r.probe_fraction) for r in result.trials if r.probe_epochs and r.probe_fraction]
+    epochs, fraction = max(judged, key=lambda b: b[0] * b[1], default=(policy.epochs, policy.fraction))
+    if (epochs, fraction) == (policy.epochs, policy.fraction):
+        return f"{policy.budget}"
+    return f"{epochs} epochs on {fraction:g} of the train set (grown from {policy.budget})"
+
+
 def _print_quality(out: Console, result: SearchOutcome) -> None:
     policy = result.protocol.quality if result.protocol else None
     if policy is None or result.protocol is None or not policy.probing:
@@ -285,8 +308,8 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
         return
 
     out.print(
-        f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {policy.epochs} epochs on {policy.fraction:g} of "
-        f"the train set: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
+        f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {_budget_text(result, policy)}, "
+        f"{policy.seeds} paired seeds: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
         f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} lost accuracy, "
         f"{result.unknown} unknown",
         highlight=False,
@@ -300,17 +323,11 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
     if not result.probed:
         return
     first = result.probed[0]
-    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} (two seeds, spread {first.spread or 0:.4f})", highlight=False)
+    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} ({policy.seeds} seeds)", highlight=False)
     for entry in result.probed:
         out.print(
-            f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f}: "
-            f"{entry.feasibility.word}",
-            highlight=False,
-        )
-    if (first.baseline_map50_95 or 0.0) < LOW_MAP and not result.unknown:
-        out.print(
-            f"  warning: the baseline probe reached only mAP50-95 {first.baseline_map50_95 or 0:.4f}; probes this "
-            "short cannot tell signatures apart. Raise --probe-epochs/--probe-fraction or give --weights.",
+            f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f} "
+            f"+/- {entry.spread or 0:.4f}: {entry.feasibility.word}",
             highlight=False,
         )
 

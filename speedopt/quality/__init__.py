@@ -5,12 +5,11 @@
 names the accuracy knobs a config changed without any check (quality off), so no claim hides them.
 """
 
+from speedopt.quality._budget import LOW_MAP, ProbeBudget
 from speedopt.quality._cache import CACHE_STUDY, ProbeCache, ProbeResult, cache_entries, cache_key, merge_cache
-from speedopt.quality._judge import Judge, ProbeTarget, Reference, Verdict, not_measured
+from speedopt.quality._judge import Judge, ProbeTarget, Reference
 from speedopt.quality._policy import (
     ACCURACY_KNOBS,
-    BASELINE_SEEDS,
-    LOW_MAP,
     Feasibility,
     MaxLoss,
     Policy,
@@ -23,16 +22,17 @@ from speedopt.quality._policy import (
     unchecked_knobs,
     unchecked_text,
 )
+from speedopt.quality._verdict import Verdict, not_measured
 
 __all__ = [
     "ACCURACY_KNOBS",
-    "BASELINE_SEEDS",
     "CACHE_STUDY",
     "LOW_MAP",
     "Feasibility",
     "Judge",
     "MaxLoss",
     "Policy",
+    "ProbeBudget",
     "ProbeCache",
     "ProbeResult",
     "ProbeTarget",

@@ -36,6 +36,7 @@ class ProbeResult:
     map50: float | None = None
     map50_95: float | None = None
     images: int | None = None
+    seconds: float | None = None  # the probe job's wall time: what growing the budget costs is estimated from it
 
     @property
     def ok(self) -> bool:

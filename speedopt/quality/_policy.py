@@ -18,10 +18,9 @@ from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import positive
+from speedopt.quality._budget import ProbeBudget
 
 ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
-BASELINE_SEEDS = (0, 1)
-LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
 #: ``--quality``: probe a signature only when it could be the best (lazy), probe every one, or keep accuracy knobs
 QualityMode = Literal["probe", "all", "off"]
 _MODES: tuple[QualityMode, ...] = get_args(QualityMode)
@@ -42,20 +41,10 @@ class Feasibility(str, enum.Enum):
         return {"feasible": "kept", "rejected": "lost", "unknown": "unknown"}.get(self.value, "not judged")
 
 
-def uninformative(reference: float) -> str:
-    """Why probes of this budget cannot tell signatures apart (empty when they can): the baseline's
-    reference mAP50-95 is under :data:`LOW_MAP`. Probes that learned nothing score every candidate
-    about as little, and a loss of 0.0000 would read as "kept" for a config that trains at a tenth of
-    the image size."""
-    if reference < LOW_MAP:
-        return f"the baseline probe reached only mAP50-95 {reference:.4f} (under {LOW_MAP:g}): probes this short learn too little"
-    return ""
-
-
 def accuracy_verdict(loss: float, spread: float, allowed: float) -> Feasibility:
-    """kept, lost or unknown, from a probed loss and the baseline seeds' spread (its noise).
+    """kept, lost or unknown, from a probed loss and its interval's half-width ``spread``.
 
-    The loss's interval is ``loss +/- spread``. Kept: the whole interval is within the allowed loss.
+    The loss's interval is ``loss +/- spread`` (:func:`~speedopt.quality._budget.paired_loss`). Kept: the whole interval is within the allowed loss.
     Lost: the whole interval is beyond it. Unknown: the interval straddles the allowed loss, so the probe
     cannot say which (a spread wider than the allowed loss makes every small loss unknown).
     """
@@ -138,6 +127,10 @@ class Policy:
     weights: str | None = None
     weights_id: str | None = None
     timeout_s: float = defaults.PROBE_TIMEOUT_S
+    #: Seeds each probed signature trains with, paired with the baseline's (at least 2: a spread needs two).
+    seeds: int = defaults.PROBE_SEEDS
+    #: Seconds the baseline's probes may spend growing an uninformative budget (0: never grow).
+    grow_s: float = defaults.PROBE_GROW_S
     #: Accuracy knobs this study shows cannot change the model (``data`` on a lossless copy: same pixels).
     neutral: tuple[str, ...] = ()
 
@@ -158,6 +151,15 @@ class Policy:
     def lazy(self) -> bool:
         """Probe only signatures fast enough to become the best feasible trial (mode ``probe``)."""
         return self.mode == "probe"
+
+    @property
+    def budget(self) -> ProbeBudget:
+        """The probe budget as asked (it may grow: :meth:`ProbeBudget.grown`)."""
+        return ProbeBudget(self.epochs, self.fraction)
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return tuple(range(self.seeds))
 
     @property
     def limit(self) -> MaxLoss:
@@ -186,6 +188,8 @@ def make_policy(
     weights: str | None,
     ds: Dataset,
     timeout_s: float = defaults.PROBE_TIMEOUT_S,
+    seeds: int = defaults.PROBE_SEEDS,
+    grow_s: float = defaults.PROBE_GROW_S,
 ) -> Policy:
     """Check the quality options against the dataset; raises UsageError with one line."""
     if mode not in _MODES:  # the Python API takes any string
@@ -198,10 +202,16 @@ def make_policy(
     if not 0 < fraction <= 1:
         raise UsageError(f"--probe-fraction must be in (0, 1], got {fraction}")
     positive(timeout_s, "--probe-timeout", "seconds")
+    if seeds < 2:
+        raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds), got {seeds}")
+    if not grow_s >= 0:
+        raise UsageError(f"--probe-grow must be 0 or more seconds, got {grow_s}")
     if not ds.val_images:
         raise UsageError("the val split is empty; quality probes validate on it (add val images or use --quality off)")
     if not any(label_path(p).is_file() and label_path(p).stat().st_size for p in ds.val_images):
         raise UsageError("the val split has no labels; quality probes need labelled val images (or use --quality off)")
     path, wid = check_weights(weights) if weights else (None, None)
-    return Policy(mode=mode, max_loss=
-max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s)
+    return Policy(
+        mode=mode, max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s,
+        seeds=seeds, grow_s=grow_s,
+    )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from speedopt.errors import UsageError
 from speedopt.reporting import _ablation as ablation
 from speedopt.reporting import _artifacts as artifacts_mod
+from speedopt.reporting._accuracy import accuracy_section
 from speedopt.reporting._analysis import bottlenecks_section, importance_section, report_figures
 from speedopt.reporting._ceilings import ceilings_section
 from speedopt.reporting._filename import report_files
@@ -31,7 +32,7 @@ from speedopt.reporting._overheads import overhead_advice
 from speedopt.reporting._recommend import recommendation
 from speedopt.reporting._recommended import command_section, honoured_section
 from speedopt.reporting._scaling import scaling_section
-from speedopt.reporting._setup import accuracy_note, machine_and_dataset_section, warm_start_section
+from speedopt.reporting._setup import machine_and_dataset_section, warm_start_section
 from speedopt.reporting._trials import ended_early_section, trials_section
 from speedopt.reporting._trials import pruned_section as _pruned  # the name tests/search/test_stop.py imports
 from speedopt.reporting._verdict import finals_section, side_by_side_section
@@ -83,7 +84,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += bottlenecks_section(p, done, projected, epochs) + importance_section(study, done, outside)
     for title, fig in figs:
         md += [f"![{title}]({files.link}/{fig.name})", ""]
-    md += accuracy_note(p, result)
+    md += accuracy_section(p, result)
     md.append(f"_Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by speedopt report; "
               f"the trial table is {files.csv.name}._")
     path = files.markdown

@@ -1,5 +1,5 @@
-"""The report's account of the study's set-up: section 1 (machine and dataset), the warm start it began
-from, and the accuracy rule its trials were judged by."""
+"""The report's account of the study's set-up: section 1 (machine and dataset) and the warm start it began
+from (the accuracy rule its trials were judged by: :mod:`speedopt.reporting._accuracy`)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,3 @@ def warm_start_section(p: StudyProtocol, done: list[TrialRecord]) -> list[str]:
         lines.append(f"| {c.source_trial} | {c.source_images_per_s:.2f} | {knobs_text(c.knobs)} | "
                      f"{'; '.join(c.changes) or 'none'} | {r.number if r else '-'} | {got} |")
     return lines + [""]
-
-
-def accuracy_note(p: StudyProtocol, result: SearchOutcome) -> list[str]:
-    """The accuracy rule (max mAP loss, the probes) and what the probes did; or that quality was off."""
-    q = p.quality
-    if not q.probing:
-        return ["Accuracy: quality off: accuracy knobs were fixed at the baseline's values.", ""]
-    start = f"from {q.weights}" if q.weights else "from scratch"
-    return [f"Accuracy: max mAP50-95 loss {q.max_loss}; probes of {q.epochs} epochs on {q.fraction:g} of the "
-            f"train set ({start}); {result.probes_run} probes ran, {result.probe_cache_hits} cache hits, "
-            f"{result.unprobed} trials not probed.", ""]

@@ -105,7 +105,10 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     if weights is None and mode != "off" and base.model.endswith(".pt") and Path(base.model).is_file():
         weights = base.model  # the user's own checkpoint: probes fine-tune it, as their real run does
         notes.append(f"quality probes start from your baseline's checkpoint {base.model} (no --weights given)")
-    policy = make_policy(mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s)
+    policy = make_policy(
+        mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s,
+        config.probe_seeds, config.probe_grow_s,
+    )
     _check_listed(listed, fixed, eng, device, policy, off_why)
     here = machine.fingerprint(str(ds.yaml_path.parent))
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)

@@ -31,7 +31,8 @@ class ProbedSignature:
     map_loss: float | None
     feasibility: Feasibility
     baseline_map50_95: float | None
-    spread: float | None
+    spread: float | None  # the loss interval's half-width
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         by_status[r.status] = by_status.get(r.status, 0) + 1
         if r.result.ok and r.probe_map50_95 is not None and r.signature is not None:
             probed[json.dumps(r.signature, sort_keys=True)] = ProbedSignature(
-                r.signature, r.probe_map50_95, r.map_loss, r.feasibility, r.baseline_map50_95, r.map_spread
+                r.signature, r.probe_map50_95, r.map_loss, r.feasibility, r.baseline_map50_95, r.map_spread, r.quality_reason
             )
     try:
         protocol: StudyProtocol | None = read_protocol(study)

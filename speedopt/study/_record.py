@@ -43,6 +43,13 @@ def _feasibility(status: Status, stored: Any, verdict: Any = None) -> Feasibilit
     return Feasibility.UNPROBED
 
 
+def _seconds(stored: Any) -> dict[str, float]:
+    """A stored ``probe_seconds`` attr, as far as it is a mapping of names to numbers (older studies: none)."""
+    if not isinstance(stored, dict):
+        return {}
+    return {str(k): float(v) for k, v in stored.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """A completed speedopt trial: its measurement, its accuracy verdict and its place in the study."""
@@ -59,6 +66,10 @@ class TrialRecord:
     allowed_map_loss: float | None = None
     map_spread: float | None = None
     baseline_map50_95: float | None = None
+    baseline_spread: float | None = None  # the baseline seeds' range (map_spread: the loss interval's half-width)
+    probe_epochs: int | None = None  # the budget the verdict was judged at (it may have grown from the asked one)
+    probe_fraction: float | None = None
+    probe_seconds: dict[str, float] = field(default_factory=dict)  # wall time of the probes it ran, by signature
     probes_run: int = 0
     probe_cache_hits: int = 0
     quality_reason: str = ""
@@ -109,6 +120,10 @@ class TrialRecord:
             allowed_map_loss=attrs.get("allowed_map_loss"),
             map_spread=attrs.get("map_spread"),
             baseline_map50_95=attrs.get("baseline_map50_95"),
+            baseline_spread=attrs.get("baseline_spread"),
+            probe_epochs=attrs.get("probe_epochs"),
+            probe_fraction=attrs.get("probe_fraction"),
+            probe_seconds=_seconds(attrs.get("probe_seconds")),
             probes_run=int(attrs.get("probes_run") or 0),
             probe_cache_hits=int(attrs.get("probe_cache_hits") or 0),
             quality_reason=str(attrs.get("quality_reason") or ""),

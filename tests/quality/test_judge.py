@@ -46,7 +46,6 @@ def test_verdict_constraint():
 
 def test_three_verdicts_from_the_loss_and_its_interval():
     from speedopt.quality._policy import accuracy_verdict as verdict
-    from speedopt.quality._policy import uninformative
 
     F = quality.Feasibility
     assert verdict(0.002, 0.005, 0.01) is F.FEASIBLE  # a small loss inside the spread: kept
@@ -55,8 +54,6 @@ def test_three_verdicts_from_the_loss_and_its_interval():
     assert verdict(0.012, 0.005, 0.01) is F.UNKNOWN  # the interval holds the allowed loss
     assert verdict(0.0, 0.03, 0.01) is F.UNKNOWN  # seeds that differ by more than the allowed loss cannot say kept
     assert [f.word for f in (F.FEASIBLE, F.REJECTED, F.UNKNOWN, F.UNPROBED)] == ["kept", "lost", "unknown", "not judged"]
-    assert uninformative(0.0) and "0.0000" in uninformative(0.0)
-    assert uninformative(quality.LOW_MAP - 1e-4) and uninformative(quality.LOW_MAP) == ""
 
 
 def test_a_reference_that_learned_nothing_makes_every_other_signature_unknown_without_a_probe():
@@ -66,10 +63,11 @@ def test_a_reference_that_learned_nothing_makes_every_other_signature_unknown_wi
     target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
     base = Knobs(model="yolov5n", imgsz=640, batch=16)
     judge = quality.Judge(quality.Policy(mode="all"), target, base, storage=None, owner="t")
-    judge._reference = Reference(0.0, 0.0)  # as probed: both seeds scored mAP50-95 0.0000
+    blind = "the baseline probes reached only mAP50-95 0.0000 (under 0.05): they learned too little"
+    judge._reference = Reference(0.0, 0.0, values=(0.0, 0.0), budget=judge.policy.budget, blind=blind)  # both seeds 0.0000
     small = judge.verdict(Knobs(model="yolov5n", imgsz=64, batch=16, freeze=6), 150.0, None)
     assert small.feasibility is quality.Feasibility.UNKNOWN and small.constraint() == 1.0
-    assert small.reason.startswith("accuracy unknown: the baseline probe reached only mAP50-95 0.0000")
+    assert small.reason.startswith("accuracy unknown: the baseline probes reached only mAP50-95 0.0000")
     assert "--weights" in small.reason and accuracy_text(small) == "unknown"
     assert small.attrs()["verdict"] == "unknown" and small.attrs()["feasible"] == "unknown"
     assert judge.ran == 0  # the candidate was not probed: its probe could not have said anything
@@ -202,22 +200,22 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     base, small = (flat_attrs(t.user_attrs) for t in trials)
     assert base["feasible"] is True and base["probes_run"] == 0
     assert small["config"]["imgsz"] == 32
-    assert small["probes_run"] == 3  # baseline with two seeds, then the candidate
+    assert small["probes_run"] == 4  # the baseline with two seeds, then the candidate on the same two
     ref, cand = small["baseline_map50_95"], small["probe_map50_95"]
     assert ref > quality.LOW_MAP / 2, "the baseline probe learned nothing: the test budget is too small"
     assert small["map_loss"] == pytest.approx(ref - cand)
     assert small["map_loss"] > 0.01 + small["map_spread"]
     assert small["feasible"] is False and trials[1].constraints["map_loss"] > 0
-    assert "recommended: trial 0:" in tight.stdout and "3 probe(s) ran" in tight.stdout
+    assert "recommended: trial 0:" in tight.stdout and "4 probe(s) ran" in tight.stdout
 
     loose = run_cli(*common, "--max-map-loss", "0.5", "--study", "loose", cwd=tmp_path, timeout=600)
     assert loose.returncode == 0, loose.stderr
     trials = optuna.load_study(study_name="loose", storage=url).get_trials(states=(TrialState.COMPLETE,))
     small = flat_attrs(trials[1].user_attrs)
-    assert small["probes_run"] == 0 and small["probe_cache_hits"] == 3  # second process, cache
+    assert small["probes_run"] == 0 and small["probe_cache_hits"] == 4  # second process, cache
     assert small["probe_map50_95"] == pytest.approx(cand)
     assert small["feasible"] is True
-    assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 3 cache hit(s)" in loose.stdout
+    assert "recommended: trial 1:" in loose.stdout and "0 probe(s) ran, 4 cache hit(s)" in loose.stdout
     assert small["verdict"] == "feasible" and small["map_loss"] + small["map_spread"] <= 0.5  # kept: its whole interval
     report = run_cli("report", "--storage", url, "--study", "loose", "--out", str(tmp_path / "r"), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
@@ -227,8 +225,9 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
 @pytest.mark.slow
 def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_path):
     # Issue 28: from scratch, probes of one epoch score mAP50-95 0.0000; a loss of 0.0000 was read as "kept"
-    # and a tenth of the image size recommended. Now every other signature is unknown, and the recommendation
-    # keeps the baseline's accuracy knobs.
+    # and a tenth of the image size recommended. Now the budget grows within --probe-grow (1 epoch, then 2, on
+    # half the set: a few seconds each), still learns nothing, and every other signature is unknown: the
+    # recommendation keeps the baseline's accuracy knobs.
     space = tmp_path / "space.yaml"
     space.write_text("model: [yolov5n]\nimgsz: [64]\nbatch: [4]\nfreeze: [0]\ncache: [none, ram]\nworkers: [0]\n")
     url = f"sqlite:///{tmp_path}/u.db"
@@ -236,17 +235,21 @@ def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_p
         "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--study", "u", "--space", str(space),
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1",
         "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", "--quality", "all", "--no-report",
-        "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
+        "--probe-grow", "40", "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stderr
     trials = optuna.load_study(study_name="u", storage=url).get_trials(states=(TrialState.COMPLETE,))
     other = flat_attrs(trials[1].user_attrs)
     assert other["config"]["imgsz"] == 64 and other["baseline_map50_95"] < quality.LOW_MAP, other
     assert other["verdict"] == "unknown" and other["feasible"] == "unknown" and other["probe_map50_95"] is None
-    assert other["probes_run"] == 2  # the baseline's two seeds; the candidate's own probe could not say anything
+    grown = other["probe_epochs"]
+    assert grown >= 2 and other["probes_run"] == 2 * grown.bit_length(), other  # the baseline's two seeds at 1, 2 (, 4) epochs
+    assert f"even at {grown} epochs on 0.5 of the train set" in other["quality_reason"]  # the candidate was never probed
+    assert "past --probe-grow 40 s" in other["quality_reason"]
     assert any(f"{head}: trial 0:" in done.stdout for head in ("keep your settings", "recommended")), done.stdout
     assert "1 unknown" in done.stdout, done.stdout
-    assert "never recommended: accuracy unknown: the baseline probe reached only mAP50-95" in done.stdout
+    assert "never recommended: accuracy unknown: the baseline probes reached only mAP50-95" in done.stdout
+    assert f"probes of {grown} epochs on 0.5 of the train set (grown from 1 epoch on 0.5" in done.stdout
 
 
 def test_quality_all_judges_a_config_that_lazy_probing_skips():
