@@ -82,7 +82,8 @@ def accuracy_text(verdict: Verdict) -> str:
         return "unprobed" if verdict.reason.startswith("not probed") else "-"
     if verdict.map50_95 is None or verdict.map_loss is None:  # decided without a probe of its own
         return verdict.feasibility.word
-    return f"loss {verdict.map_loss:+.3f} {verdict.feasibility.word}"
+    interval = f"+/-{verdict.spread:.3f} " if verdict.spread else ""
+    return f"loss {verdict.map_loss:+.3f} {interval}{verdict.feasibility.word}"
 
 
 def _row_cells(number: int, result: TrialResult, baseline: float | None, verdict: Verdict) -> list[str]:

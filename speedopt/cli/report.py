@@ -47,7 +47,7 @@ def run_best(args: argparse.Namespace) -> int:
     quiet_optuna()
     rec = speedopt.best(args.study, storage=args.storage)
     if args.format in ("cli", "python"):  # stdout stays the command alone; the claim goes to stderr
-        print(f"# trial {rec.trial.number}: {rec.verdict}", file=sys.stderr)
+        print(f"# trial {rec.trial.number}: {rec.verdict}; accuracy {rec.accuracy}", file=sys.stderr)
     if args.format == "cli":
         print(rec.command(args.epochs))
     elif args.format == "python":

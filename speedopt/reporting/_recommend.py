@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from speedopt import command, engines, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
+from speedopt.quality import unchecked_knobs
 from speedopt.speedup import METHOD, Speedup
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
 
@@ -31,6 +32,13 @@ class Recommendation:
     verdict: str = ""  # the speedup with its interval, "no measurable gain ...", or why none is claimed
     keep_settings: bool = False  # the finals found no measurable gain: this is the baseline
     median_images_per_s: float | None = None  # over the config's finals rounds, when it had them
+
+    @property
+    def accuracy(self) -> str:
+        """kept (an informative probe pair, or the baseline's own signature), or not checked (quality off and
+        an accuracy knob differs); the recommendation is never lost or unknown."""
+        q = self.protocol.quality
+        return "not checked" if unchecked_knobs(q, self.protocol.baseline, self.knobs) else self.trial.feasibility.word
 
     @property
     def images_per_s(self) -> float | None:
@@ -111,6 +119,7 @@ class Recommendation:
             },
             "keep_settings": self.keep_settings,
             "verdict": self.verdict,
+            "accuracy": {"verdict": self.accuracy, "reason": self.trial.quality_reason},
         }
 
 

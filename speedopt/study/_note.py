@@ -27,12 +27,12 @@ ROLES = {"baseline": "the baseline: your settings", "warm-start": "warm start", 
 
 def _accuracy(record: TrialRecord) -> str:
     """The accuracy verdict in one line."""
-    loss = f"mAP50-95 loss {record.map_loss:+.3f} (allowed {record.allowed_map_loss:.3f})" if record.map_loss is not None and record.allowed_map_loss is not None else ""
+    loss = f"mAP50-95 loss {record.map_loss:+.4f} +/- {record.map_spread or 0:.4f} (allowed {record.allowed_map_loss:.4f})" if record.map_loss is not None and record.allowed_map_loss is not None else ""
     probes = f"{record.probes_run} probe(s) ran, {record.probe_cache_hits} cache hit(s)" if record.probes_run or record.probe_cache_hits else ""
     why = "; ".join(p for p in (loss, probes, record.quality_reason) if p)
     verdict = {
         Feasibility.FEASIBLE: "accuracy kept",
-        Feasibility.REJECTED: "rejected: it loses accuracy",
+        Feasibility.REJECTED: "accuracy lost: never recommended",
         Feasibility.UNPROBED: "not judged (it could not have been the fastest feasible config)",
         Feasibility.NOT_MEASURED: "not judged (not measured)",
         Feasibility.UNKNOWN: "accuracy unknown: never recommended",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from speedopt import quality
+from speedopt.cli._progress import accuracy_text
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
 from speedopt.quality._budget import informative, paired_loss
@@ -103,6 +104,8 @@ def test_a_small_paired_loss_inside_the_allowed_is_kept_and_one_that_straddles_i
     kept = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}).verdict(SMALL, 100.0, None)
     assert kept.feasibility is Feasibility.FEASIBLE and kept.map_loss == pytest.approx(0.0015)
     assert kept.constraint() <= 0 and "within the allowed 0.0100" in kept.reason
+    text = accuracy_text(kept)
+    assert text.startswith("loss +0.00") and text.endswith(" +/-0.001 kept"), text  # the cell every trial line shows
     straddles = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.295, 0.290)}).verdict(SMALL, 100.0, None)
     assert straddles.feasibility is Feasibility.UNKNOWN and straddles.reason.startswith("accuracy unknown: mAP50-95")
     three = _judge(0.0, {(160, 2): (0.3, 0.3, 0.3), (32, 2): (0.3, 0.3, 0.3)}, seeds=3)

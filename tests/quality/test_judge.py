@@ -1,6 +1,8 @@
 """The mAP-loss constraint on real probes: real training on CPU (from a checkpoint the tests make), real validation."""
 
 import dataclasses
+import json
+import re
 
 import optuna
 import pytest
@@ -220,6 +222,19 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     report = run_cli("report", "--storage", url, "--study", "loose", "--out", str(tmp_path / "r"), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "r" / "loose" / "speed_vs_map.png").is_file()  # probed trials: speed against mAP
+    text = (tmp_path / "r" / "loose.md").read_text()
+    assert "2 seeds per signature, the candidate's paired with the baseline's" in text
+    assert "0 probes ran, 4 cache hits" in text  # the loose study paid nothing: the tight one ran them
+    assert "No probe ran in this study" in text
+    tight_report = run_cli("report", "--storage", url, "--study", "tight", "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert tight_report.returncode == 0, tight_report.stderr
+    text = (tmp_path / "r" / "tight.md").read_text()
+    price = text.split("The price of accuracy: ")[1].split("\n## ")[0]
+    assert "% of the search's" in price.splitlines()[0]
+    assert re.search(r"\| yolov5n 160px b8 amp=\w+ freeze=0 \| the reference \(baseline\) \|", price), price
+    assert re.search(rf"\| yolov5n 32px b8 amp=\w+ freeze=0 \| lost \(loss {small['map_loss']:+.4f} \+/- ", price), price
+    best = json.loads(run_cli("best", "--storage", url, "--study", "loose", "--format", "json", cwd=tmp_path).stdout)
+    assert best["trial"] == 1 and best["accuracy"]["verdict"] == "kept" and "2 paired seeds" in best["accuracy"]["reason"]
 
 
 @pytest.mark.slow

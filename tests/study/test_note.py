@@ -30,14 +30,14 @@ def _record(number: int, ips: float | None, role: str | None = None, **changes: 
 
 def test_the_note_says_speed_with_its_unit_speedup_wait_config_trainer_change_and_verdict():
     base = _record(0, 10.0, role="baseline")
-    text = note.trial_note(_record(3, 15.0, map_loss=0.004, allowed_map_loss=0.01, probes_run=1), base)
+    text = note.trial_note(_record(3, 15.0, map_loss=0.004, map_spread=0.003, allowed_map_loss=0.01, probes_run=2), base)
     assert text.startswith("## Trial 3\n")
     assert "**15.0 images/s** measured over 10 steps, +/-4%" in text
     assert "1.50x the baseline's 10.0 images/s (trial 0" in text
     assert "data wait: 25%" in text
     assert "config as run: `" in text and "w2" in text and "asked: `" in text and "w8" in text
     assert "the trainer: workers 8 -> 2" in text
-    assert "accuracy: accuracy kept (mAP50-95 loss +0.004 (allowed 0.010); 1 probe(s) ran" in text
+    assert "accuracy: accuracy kept (mAP50-95 loss +0.0040 +/- 0.0030 (allowed 0.0100); 2 probe(s) ran" in text
     own = note.trial_note(base, base)
     assert "(the baseline: your settings)" in own and "x the baseline" not in own
 
