@@ -232,7 +232,8 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     price = text.split("The price of accuracy: ")[1].split("\n## ")[0]
     assert "% of the search's" in price.splitlines()[0]
     assert re.search(r"\| yolov5n 160px b8 amp=\w+ freeze=0 \| the reference \(baseline\) \|", price), price
-    assert re.search(rf"\| yolov5n 32px b8 amp=\w+ freeze=0 \| lost \(loss {small['map_loss']:+.4f} \+/- ", price), price
+    lost = re.escape(f"| lost (loss {small['map_loss']:+.4f} +/- {small['map_spread']:.4f}) |")
+    assert re.search(rf"\| yolov5n 32px b8 amp=\w+ freeze=0 {lost}", price), price
     best = json.loads(run_cli("best", "--storage", url, "--study", "loose", "--format", "json", cwd=tmp_path).stdout)
     assert best["trial"] == 1 and best["accuracy"]["verdict"] == "kept" and "2 paired seeds" in best["accuracy"]["reason"]
 
