@@ -181,7 +181,7 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, args: argparse.Nam
         "--warmup", "1", "--device", "cpu", "--quality", "all", "--probe-epochs", str(args.probe_epochs),
         "--probe-fraction", str(args.probe_fraction), "--weights", str(checkpoint),
         "--max-map-loss", str(args.max_map_loss), "--repeats", "0", "--no-report",
-        "--no-stop-at-ceiling", "--prune-margin", "0",
+        "--no-stop-at-ceiling", "--prune-margin", "0", "--probe-grow", str(args.probe_grow),
     ]
     with open(folder / "search.log", "w") as log:
         done = subprocess.run(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, text=True, timeout=3600)
@@ -196,9 +196,9 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, args: argparse.Nam
     raise SystemExit(f"no complete trial at imgsz={args.small}; see {folder / 'search.log'}")
 
 
-def truth_runs(data: Path, checkpoint: Path, folder: Path, imgsz: int, args: argparse.Namespace) -> tuple[float, ...]:
-    """Fine-tune one signature from the checkpoint for the long budget, one run per seed: each run's mAP50-95."""
-    epochs = args.truth_factor * args.probe_epochs
+def truth_runs(data: Path, checkpoint: Path, folder: Path, imgsz: int, epochs: int, args: argparse.Namespace) -> tuple[float, ...]:
+    """Fine-tune one signature from the checkpoint for ``epochs`` on the whole train set, one run per seed: each
+    run's mAP50-95."""
     maps = []
     for seed in range(args.truth_seeds):
         started = time.perf_counter()
@@ -225,9 +225,11 @@ def measure_set(spec: SetSpec, root: Path, args: argparse.Namespace) -> Row:
     attrs = probe_verdict(data, checkpoint, root / "search", args)
     say(f"[{spec.name}] probe verdict {attrs.get('verdict')}: {attrs.get('quality_reason')} "
         f"({time.perf_counter() - started:.0f} s)")
-    say(f"[{spec.name}] long runs: {args.truth_factor} x {args.probe_epochs} epochs, {args.truth_seeds} seed(s) each ...")
-    base_maps = truth_runs(data, checkpoint, root / "truth", args.base, args)
-    small_maps = truth_runs(data, checkpoint, root / "truth", args.small, args)
+    judged = int(attrs.get("probe_epochs") or args.probe_epochs)  # the budget may have grown: longer than it
+    epochs = args.truth_factor * judged
+    say(f"[{spec.name}] long runs: {args.truth_factor} x {judged} epochs on the whole train set, {args.truth_seeds} seed(s) each ...")
+    base_maps = truth_runs(data, checkpoint, root / "truth", args.base, epochs, args)
+    small_maps = truth_runs(data, checkpoint, root / "truth", args.small, epochs, args)
     return Row(spec.name, attrs, checkpoint_map, base_maps, small_maps)
 
 
@@ -247,7 +249,7 @@ def outcome(row: Row, allowed: float) -> tuple[str, str, str]:
 def table(rows: list[Row], allowed: float) -> list[str]:
     """The result table: each set's probe verdict, the long runs' mAP and difference, the truth, the agreement."""
     lines = [
-        "| set | checkpoint mAP | probe base / small | probe verdict (loss +/- spread) | long base | long small "
+        "| set | checkpoint mAP | probe base / small | probe verdict (loss +/- interval) | long base | long small "
         "| long difference | truth | agreement |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -276,7 +278,7 @@ def _runs(values: tuple[float, ...]) -> str:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=int, default=160, help="the baseline's imgsz (default 160)")
-    parser.add_argument("--small", type=int, default=64, help="the candidate's smaller imgsz (default 64)")
+    parser.add_argument("--small", type=int, default=112, help="the candidate's smaller imgsz (default 112)")
     parser.add_argument("--train", type=int, default=96, help="train images per set (default 96)")
     parser.add_argument("--val", type=int, default=32, help="val images per set (default 32)")
     parser.add_argument("--pretrain-small", type=int, default=30, help="pretraining epochs, small set (default 30)")
@@ -284,6 +286,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--probe-epochs", type=int, default=3, help="--probe-epochs of the search (default 3)")
     parser.add_argument("--probe-fraction", type=float, default=1.0, help="--probe-fraction of the search (default 1)")
     parser.add_argument("--max-map-loss", type=float, default=0.01, help="allowed mAP50-95 loss (default 0.01)")
+    parser.add_argument("--probe-grow", type=float, default=300.0, help="--probe-grow of the search, seconds (default 300)")
     parser.add_argument("--truth-factor", type=int, default=3, help="long runs' epochs / probe epochs (default 3)")
     parser.add_argument("--truth-seeds", type=int, default=2, help="long runs per signature (default 2)")
     parser.add_argument("--sets", default="small,large", help="which sets, comma-separated (default small,large)")
@@ -303,8 +306,9 @@ def main() -> None:
             raise SystemExit(f"--keep {root} is not empty; give a new or empty folder")
         rows = [measure_set(spec, root / spec.name, args) for spec in chosen]
     say(f"\nbaseline imgsz {args.base}, candidate imgsz {args.small}; probes {args.probe_epochs} epoch(s) x fraction "
-        f"{args.probe_fraction} from each set's checkpoint; long runs {args.truth_factor * args.probe_epochs} epochs "
-        f"x {args.truth_seeds} seed(s); allowed loss {args.max_map_loss}")
+        f"{args.probe_fraction} from each set's checkpoint (grown within --probe-grow {args.probe_grow:g} s where not informative); "
+        f"long runs {args.truth_factor} x the probe epochs judged at, on the whole train set, x {args.truth_seeds} seed(s); "
+        f"allowed loss {args.max_map_loss}")
     say("\n".join(table(rows, args.max_map_loss)))
     agreements = [outcome(row, args.max_map_loss)[2] for row in rows]
     say(f"\nagreement: {agreements.count('agree')} of {len(rows)} verdict(s) agreed with the long runs, "
