@@ -27,6 +27,12 @@ class TrainCommand:
     knobs: Knobs
     epochs: int | None = None
     device: str | None = None
+    weights: str | None = None  # ``pretrained=``: the checkpoint the run starts from
+
+
+def _pretrained(knobs: Knobs, weights: str | None) -> str | None:
+    """The checkpoint a run starts from besides its model: none when the model is itself a checkpoint."""
+    return weights if weights and not knobs.model.endswith(".pt") else None
 
 
 def _model_value(text: str) -> str:
@@ -43,8 +49,9 @@ def _bool_value(value: object) -> bool:
     return str(value).lower() == "true"
 
 
-def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> str:
-    """The Ultralytics CLI command (``device=0,1`` runs DDP on several GPUs)."""
+def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
+    """The Ultralytics CLI command (``device=0,1`` runs DDP on several GPUs; ``weights``: ``pretrained=``, the
+    checkpoint the run starts from, as the study's quality probes did)."""
     parts = [
         "yolo",
         "detect",
@@ -58,6 +65,8 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
         f"amp={knobs.amp}",
         f"freeze={knobs.freeze}",
     ]
+    if _pretrained(knobs, weights):
+        parts.append(f"pretrained={weights}")
     if epochs:
         parts.append(f"epochs={epochs}")
     if device and device != "cpu":
@@ -65,7 +74,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
     return shlex.join(parts)
 
 
-def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> str:
+def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The equivalent ``YOLO(...).train(...)`` call."""
     args = {
         "data": data,
@@ -76,6 +85,8 @@ def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int
         "amp": knobs.amp,
         "freeze": knobs.freeze,
     }
+    if _pretrained(knobs, weights):
+        args["pretrained"] = weights
     if epochs:
         args["epochs"] = epochs
     if device and device != "cpu":
@@ -109,7 +120,7 @@ def parse_yolo_train(command: str) -> TrainCommand:
         gpus=gpus_of(values.get("device")),
     )
     epochs = int(values["epochs"]) if "epochs" in values else None
-    return TrainCommand(values["data"], knobs, epochs, values.get("device"))
+    return TrainCommand(values["data"], knobs, epochs, values.get("device"), values.get("pretrained"))
 
 
 def parse_python_train(code: str) -> TrainCommand:
@@ -130,22 +141,26 @@ def parse_python_train(code: str) -> TrainCommand:
                     freeze=kw.get("freeze", 0),
                     gpus=gpus_of(kw.get("device")),
                 )
-                return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"))
+                return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"), kw.get("pretrained"))
     raise UsageError("no YOLO(...).train(...) call found")
 
 
-def train_py_args(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> list[str]:
+def train_py_args(
+    data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None
+) -> list[str]:
     """The classic ``train.py`` flags for these knobs (no AMP flag: train.py has none).
 
-    A built-in scale trains from scratch (``--weights '' --cfg yolov5s.yaml``, built locally); a
+    A built-in scale trains from scratch (``--weights '' --cfg yolov5s.yaml``, built locally), or from
+    ``weights`` (``--weights FILE --cfg yolov5s.yaml``: train.py builds the cfg and loads what fits); a
     ``.pt`` is ``--weights FILE``; another ``.yaml`` is ``--cfg FILE``.
     """
+    start = _pretrained(knobs, weights) or ""
     if knobs.model in MODEL_SCALES:
-        model = ["--weights", "", "--cfg", f"{knobs.model}.yaml"]
+        model = ["--weights", start, "--cfg", f"{knobs.model}.yaml"]
     elif knobs.model.endswith(".pt"):
         model = ["--weights", knobs.model]
     else:
-        model = ["--weights", "", "--cfg", knobs.model]
+        model = ["--weights", start, "--cfg", knobs.model]
     parts = ["--data", data, *model, "--img", str(knobs.imgsz), "--batch-size", str(knobs.batch)]
     parts += ["--workers", str(knobs.workers)]
     if knobs.cache != "none":
@@ -158,13 +173,13 @@ def train_py_args(data: str, knobs: Knobs, device: str | None = None, epochs: in
     return parts
 
 
-def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None) -> str:
+def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The classic YOLOv5 command; with several GPUs (``device="0,1"``) under ``torch.distributed.run``."""
     gpus = len(device.split(",")) if device and device != "cpu" else 1
     launcher = ["python", "train.py"]
     if gpus > 1:
         launcher = ["python", "-m", "torch.distributed.run", "--nproc_per_node", str(gpus), "train.py"]
-    return shlex.join(launcher + train_py_args(data, knobs, device=device, epochs=epochs))
+    return shlex.join(launcher + train_py_args(data, knobs, device=device, epochs=epochs, weights=weights))
 
 
 @dataclass(frozen=True)
@@ -176,6 +191,7 @@ class ClassicCommand:
     device: str | None
     epochs: int | None
     gpus: int = 1
+    weights: str | None = None  # --weights FILE.pt beside a --cfg: the checkpoint the cfg's model starts from
 
 
 class _Flags(argparse.ArgumentParser):
@@ -216,6 +232,8 @@ def _split_launcher(words: list[str]) -> tuple[int, list[str]]:
 
 
 def _model(weights: str, cfg: str) -> str:
+    if cfg and weights.endswith(".pt"):
+        return str(parse_value("model", cfg))  # train.py builds the cfg and loads the checkpoint into it
     if weights.endswith(".pt"):
         return str(parse_value("model", weights))  # yolov5s.pt (not a local file) is the yolov5s architecture
     if not cfg:
@@ -256,7 +274,8 @@ def parse_train_py(command: str) -> ClassicCommand:
         freeze=_freeze(opt.freeze),
         gpus=gpus,
     )
-    return ClassicCommand(knobs=knobs, data=opt.data, device=opt.device, epochs=opt.epochs, gpus=gpus)
+    start = opt.weights if opt.cfg and opt.weights.endswith(".pt") else None
+    return ClassicCommand(knobs=knobs, data=opt.data, device=opt.device, epochs=opt.epochs, gpus=gpus, weights=start)
 
 
 def speedopt_trial(

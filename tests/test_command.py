@@ -29,6 +29,23 @@ def test_every_printed_form_parses_back(knobs, device):
     assert (py.data, py.knobs, py.epochs, py.device) == (data, knobs, 300, device)
 
 
+def test_the_checkpoint_the_probes_started_from_is_in_every_form():
+    # Verdicts judged by fine-tuning a checkpoint (a frozen backbone above all) hold for a run from it, not
+    # from scratch: the printed command starts where the probes did, and reads back with it.
+    knobs, ckpt = Knobs(model="yolov5n", imgsz=320, batch=8, freeze=10), "/w/my best.pt"
+    cli = command.yolo_train("d.yaml", knobs, weights=ckpt)
+    assert "'pretrained=/w/my best.pt'" in cli and command.parse_yolo_train(cli).weights == ckpt
+    assert command.parse_python_train(command.python_train("d.yaml", knobs, weights=ckpt)).weights == ckpt
+    classic = command.train_py("d.yaml", knobs, weights=ckpt)
+    flags = shlex.split(classic)
+    assert flags[flags.index("--weights") + 1] == ckpt and flags[flags.index("--cfg") + 1] == "yolov5n.yaml"
+    back = command.parse_train_py(classic)
+    assert back.weights == ckpt and back.knobs == dataclasses.replace(knobs, amp=True)
+    own = Knobs(model="/w/best.pt")  # a model that is itself the checkpoint: nothing to add
+    assert "pretrained" not in command.yolo_train("d.yaml", own, weights="/w/best.pt")
+    assert command.parse_yolo_train(command.yolo_train("d.yaml", knobs)).weights is None
+
+
 def test_device_lists_read_back_as_the_gpus_knob():
     assert [command.gpus_of(d) for d in (None, "cpu", "0", "0,1", "0,1,2,3", [0, 1, 2])] == [1, 1, 1, 2, 4, 3]
     classic = command.parse_train_py(command.train_py("d.yaml", Knobs(gpus=2), device="0,1"))

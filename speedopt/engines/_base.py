@@ -99,6 +99,7 @@ class TrainRun:
     train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (listed once, by the parent)
     label_caches: tuple[SplitLabels, ...] = ()  # full-split caches built for this data.yaml (see the module docstring)
     mode: str = "train"  # one of MODES: a training trial, or one of the two ceilings (see Engine.train)
+    weights: str | None = None  # a probe's checkpoint to start from (the classic engine trains probes as runs)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,10 @@ def probe_train_run(run: ProbeRun, images: int | None = None) -> TrainRun:
         images = max(count, run.knobs.batch)
     images = min(len(train), images)
     subset = tuple(map(str, train[:images])) if images < len(train) else ()
-    return TrainRun(run.data_yaml, run.knobs, run.device, images, len(train), run.epochs, run.workdir, run.seed, train_subset=subset)
+    return TrainRun(
+        run.data_yaml, run.knobs, run.device, images, len(train), run.epochs, run.workdir, run.seed, train_subset=subset,
+        weights=run.weights,
+    )
 
 
 def trial_data(run: TrainRun, dataloaders: Any) -> str:

@@ -113,7 +113,7 @@ class Yolov5Engine(Engine):
 
     def _run_train_py(self, module: ModuleType, run: TrainRun, callbacks: Any, trial_only: list[str], seen: dict[str, Any]) -> None:
         """train.py's own parser on the flags speedopt prints (plus ``trial_only``), then its main()."""
-        argv = train_py_args(trial_data(run, seen["dataloaders"]), run.knobs, device=run.device, epochs=run.epochs)
+        argv = train_py_args(trial_data(run, seen["dataloaders"]), run.knobs, device=run.device, epochs=run.epochs, weights=run.weights)
         argv += ["--project", str(run.workdir), "--exist-ok", "--noplots", "--seed", str(run.seed), *trial_only]
         saved, sys.argv = sys.argv, ["train.py", *argv]
         try:

@@ -56,7 +56,13 @@ class Recommendation:
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
         form = command.train_py if self.classic else command.yolo_train
-        return form(self.data, self.knobs, device=device or self.device, epochs=epochs)
+        return form(self.data, self.knobs, device=device or self.device, epochs=epochs, weights=self.weights)
+
+    @property
+    def weights(self) -> str | None:
+        """The checkpoint the study's quality probes started from: the real run starts there too, since the
+        verdicts (a frozen backbone above all) hold for fine-tuning it, not for training from scratch."""
+        return self.protocol.quality.weights
 
     @property
     def device(self) -> str:
@@ -72,7 +78,7 @@ class Recommendation:
         """The ``YOLO(...).train(...)`` call (Ultralytics studies only)."""
         if self.classic:
             raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
-        return command.python_train(self.data, self.knobs, device=self.device, epochs=epochs)
+        return command.python_train(self.data, self.knobs, device=self.device, epochs=epochs, weights=self.weights)
 
     def where(self) -> str:
         """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
@@ -112,6 +118,7 @@ class Recommendation:
             "device": self.device,
             "trial": self.trial.number,
             "config": self.knobs.to_dict(),
+            "weights": self.weights,
             "images_per_s": self.images_per_s,
             "speedup": None if self.speedup is None else {
                 "median": self.speedup.median, "low": self.speedup.low, "high": self.speedup.high,

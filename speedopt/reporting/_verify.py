@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.isolation import measuring, private_folder
-from speedopt.knobs import resolve_model
+from speedopt.knobs import check_loads
 from speedopt.measure import ValidationTime
 from speedopt.reporting._recommend import Recommendation, recommend
 from speedopt.reporting._trainer_run import (
@@ -224,7 +224,9 @@ def verify(
     rec = recommend(study)
     if rec is None:
         raise UsageError(f"study {study.study_name!r} has no recommendation yet (no feasible trial measured ok); run speedopt search first")
-    resolve_model(rec.knobs.model)  # a study may come from elsewhere: a .pt it names is inspected before a trainer loads it
+    # A study may come from elsewhere: a .pt it names as its model, and the checkpoint its command starts
+    # from (pretrained=), are inspected before a trainer loads them.
+    check_loads(rec.knobs.model, rec.weights)
     ips, ips_source = _predicted_images_per_s(rec)
     env = offline_env(rec)
     notes: list[str] = []

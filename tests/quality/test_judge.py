@@ -236,6 +236,8 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert re.search(rf"\| yolov5n 32px b8 amp=\w+ freeze=0 {lost}", price), price
     best = json.loads(run_cli("best", "--storage", url, "--study", "loose", "--format", "json", cwd=tmp_path).stdout)
     assert best["trial"] == 1 and best["accuracy"]["verdict"] == "kept" and "2 paired seeds" in best["accuracy"]["reason"]
+    assert best["weights"] == str(pretrained.resolve())  # the command starts where the probes did
+    assert f"pretrained={pretrained.resolve()}" in loose.stdout
 
 
 @pytest.mark.slow
