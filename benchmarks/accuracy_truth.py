@@ -186,7 +186,8 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, args: argparse.Nam
     with open(folder / "search.log", "w") as log:
         done = subprocess.run(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, text=True, timeout=3600)
     if done.returncode != 0:
-        raise SystemExit(f"the search failed (exit {done.returncode}); see {folder / 'search.log'}")
+        tail = "\n".join((folder / "search.log").read_text().splitlines()[-5:])
+        raise SystemExit(f"the search failed (exit {done.returncode}):\n{tail}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name="probe", storage=url).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     for trial in trials:
@@ -278,7 +279,7 @@ def _runs(values: tuple[float, ...]) -> str:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=int, default=160, help="the baseline's imgsz (default 160)")
-    parser.add_argument("--small", type=int, default=112, help="the candidate's smaller imgsz (default 112)")
+    parser.add_argument("--small", type=int, default=96, help="the candidate's smaller imgsz, a multiple of 32 (default 96)")
     parser.add_argument("--train", type=int, default=96, help="train images per set (default 96)")
     parser.add_argument("--val", type=int, default=32, help="val images per set (default 32)")
     parser.add_argument("--pretrain-small", type=int, default=30, help="pretraining epochs, small set (default 30)")
