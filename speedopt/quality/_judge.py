@@ -65,7 +65,14 @@ class ProbeTarget:
         raise UsageError(f"no prepared copy at imgsz={knobs.imgsz} to probe data=resized on; run `speedopt prepare`")
 
 
-FIX = "give --weights (probes then fine-tune), or raise --probe-grow, --probe-epochs or --probe-fraction"
+def _fix(policy: Policy, straddles: bool = False) -> str:
+    """What would let the probes judge: weights to fine-tune (when none were given), a larger budget, and where
+    the loss's interval straddles the allowed loss, more seeds (a narrower interval)."""
+    fixes = [] if policy.weights else ["give --weights (probes then fine-tune)"]
+    fixes.append("raise --probe-grow, --probe-epochs or --probe-fraction")
+    if straddles:
+        fixes.append(f"give more --probe-seeds than {policy.seeds}")
+    return ", or ".join(fixes)
 
 
 @dataclass(frozen=True)
@@ -234,7 +241,7 @@ class Judge:
             sig, Feasibility.UNKNOWN, allowed=allowed, reference=ref.map50_95, reference_spread=ref.spread, budget=ref.budget,
         )
         if ref.blind:  # a candidate's probe could not say anything: do not run it
-            return replace(blank, reason=f"accuracy unknown: {ref.blind}; {FIX}")
+            return replace(blank, reason=f"accuracy unknown: {ref.blind}; {_fix(self.policy)}")
         runs = [self.score(knobs, seed, ref.budget) for seed in self.policy.seed_list]
         failed = next((r for r in runs if not r.ok or r.map50_95 is None), None)
         if failed is not None:
@@ -251,6 +258,6 @@ class Judge:
             f"{half:.4f} {within} the allowed {allowed:.4f}{grown}"
         )
         if decided is Feasibility.UNKNOWN:
-            reason = f"accuracy unknown: {reason}; {FIX}"
+            reason = f"accuracy unknown: {reason}; {_fix(self.policy, straddles=True)}"
         map50 = sum(r.map50 or 0.0 for r in runs) / len(runs)
         return replace(blank, feasibility=decided, map50=map50, map50_95=mean, map_loss=loss, spread=half, reason=reason)

@@ -95,7 +95,9 @@ def test_a_budget_that_stays_uninformative_within_the_cap_makes_the_candidate_un
     assert verdict.feasibility is Feasibility.UNKNOWN and verdict.constraint() == 1.0
     assert "accuracy unknown: the baseline probes reached only mAP50-95 0.0000" in verdict.reason
     assert "even at 4 epochs on 1 of the train set" in verdict.reason and "--probe-grow 20" in verdict.reason
-    assert "--weights" in verdict.reason
+    assert "give --weights" in verdict.reason
+    tuned = _judge(20.0, maps, weights="/w/best.pt").verdict(SMALL, 100.0, None)  # weights given: not suggested again
+    assert "--weights" not in tuned.reason and tuned.reason.endswith("; raise --probe-grow, --probe-epochs or --probe-fraction")
     never = _judge(0.0, maps)  # --probe-grow 0: the budget as asked
     assert never.verdict(SMALL, 100.0, None).feasibility is Feasibility.UNKNOWN and len(never.asked) == 2
 
@@ -108,5 +110,6 @@ def test_a_small_paired_loss_inside_the_allowed_is_kept_and_one_that_straddles_i
     assert text.startswith("loss +0.00") and text.endswith(" +/-0.001 kept"), text  # the cell every trial line shows
     straddles = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.295, 0.290)}).verdict(SMALL, 100.0, None)
     assert straddles.feasibility is Feasibility.UNKNOWN and straddles.reason.startswith("accuracy unknown: mAP50-95")
+    assert straddles.reason.endswith("or give more --probe-seeds than 2")
     three = _judge(0.0, {(160, 2): (0.3, 0.3, 0.3), (32, 2): (0.3, 0.3, 0.3)}, seeds=3)
     assert three.verdict(SMALL, 100.0, None).feasibility is Feasibility.FEASIBLE and len(three.asked) == 6
