@@ -134,7 +134,7 @@ def test_classic_search_prints_a_train_py_command_that_parses_back_to_the_best(c
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--space", str(space),
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1",
-        "--device", "cpu", "--seed", "1", "--probe-epochs", "1", "--probe-fraction", "0.5", "--repeats", "0",
+        "--device", "cpu", "--seed", "1", "--probe-epochs", "1", "--probe-fraction", "0.5", "--probe-grow", "0", "--repeats", "0",
         *EVERY_CONFIG, *CLASSIC, cwd=tmp_path,  # the finals and the ablation are engine-blind: tests/search has them
         timeout=900,  # two ~8 s trials and tiny probes, but the host lock may first wait for another search
     )

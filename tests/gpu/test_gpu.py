@@ -42,7 +42,7 @@ def test_a_batch_that_cannot_fit_is_oom_and_the_search_goes_on(demo_yaml, tmp_pa
     space.write_text("batch: [16, 4096]\nmodel: [yolov5x]\nimgsz: [1280]\nworkers: [0]\ncache: [none]\n")
     url = f"sqlite:///{tmp_path / 's.db'}"
     done = run_cli("search", "--data", str(demo_yaml), "--device", "0", "--space", str(space), "--quality", "probe",
-                   "--probe-epochs", "1", "--probe-fraction", "0.25", "--trials", "3", "--steps", "3", "--repeats", "0",
+                   "--probe-epochs", "1", "--probe-fraction", "0.25", "--probe-grow", "60", "--trials", "3", "--steps", "3", "--repeats", "0",
                    "--baseline", "model=yolov5x imgsz=1280 batch=16 workers=0", "--storage", url, "--no-report", cwd=tmp_path,
                    timeout=1500)
     assert "Traceback" not in done.stderr
@@ -56,7 +56,7 @@ def test_peak_gpu_memory_is_predicted_within_15_percent(demo_yaml, tmp_path):
     space.write_text("batch: [8, 16, 32, 64]\nworkers: [2]\ncache: [none]\namp: [on]\n")
     url = f"sqlite:///{tmp_path / 's.db'}"
     done = run_cli("search", "--data", str(demo_yaml), "--device", "0", "--space", str(space), "--quality", "probe",
-                   "--probe-epochs", "1", "--probe-fraction", "0.25", "--trials", "4", "--steps", "5", "--repeats", "0",
+                   "--probe-epochs", "1", "--probe-fraction", "0.25", "--probe-grow", "60", "--trials", "4", "--steps", "5", "--repeats", "0",
                    "--baseline", "model=yolov5n imgsz=320 batch=8 workers=2", "--storage", url, "--no-report",
                    cwd=tmp_path, timeout=1500)
     assert done.returncode == 0, done.stderr

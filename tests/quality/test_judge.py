@@ -14,7 +14,7 @@ from speedopt.data import load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.status import Status
-from speedopt.study import flat_attrs
+from speedopt.study import flat_attrs, outcome
 from tests.conftest import EVERY_CONFIG, run_cli
 
 
@@ -226,9 +226,10 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert "2 seeds per signature, the candidate's paired with the baseline's" in text
     assert "0 probes ran, 4 cache hits" in text  # the loose study paid nothing: the tight one ran them
     assert "No probe ran in this study" in text
-    tight_report = run_cli("report", "--storage", url, "--study", "tight", "--out", str(tmp_path / "r"), cwd=tmp_path)
-    assert tight_report.returncode == 0, tight_report.stderr
-    text = (tmp_path / "r" / "tight.md").read_text()
+    from speedopt.reporting._accuracy import accuracy_section  # the report's section: no validation timed again
+
+    tight_outcome = outcome(optuna.load_study(study_name="tight", storage=url))
+    text = "\n".join(accuracy_section(tight_outcome.protocol, tight_outcome))
     price = text.split("The price of accuracy: ")[1].split("\n## ")[0]
     assert "% of the search's" in price.splitlines()[0]
     assert re.search(r"\| yolov5n 160px b8 amp=\w+ freeze=0 \| the reference \(baseline\) \|", price), price
@@ -253,21 +254,25 @@ def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_p
         "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url, "--study", "u", "--space", str(space),
         "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0", "--steps", "3", "--max-steps", "3", "--warmup", "1",
         "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", "--quality", "all", "--no-report",
-        "--probe-grow", "40", "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
+        "--probe-grow", "60", "--repeats", "0", *EVERY_CONFIG, cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stderr
     trials = optuna.load_study(study_name="u", storage=url).get_trials(states=(TrialState.COMPLETE,))
     other = flat_attrs(trials[1].user_attrs)
     assert other["config"]["imgsz"] == 64 and other["baseline_map50_95"] < quality.LOW_MAP, other
     assert other["verdict"] == "unknown" and other["feasible"] == "unknown" and other["probe_map50_95"] is None
-    grown = other["probe_epochs"]
-    assert grown >= 2 and other["probes_run"] == 2 * grown.bit_length(), other  # the baseline's two seeds at 1, 2 (, 4) epochs
-    assert f"even at {grown} epochs on 0.5 of the train set" in other["quality_reason"]  # the candidate was never probed
-    assert "past --probe-grow 40 s" in other["quality_reason"]
+    # How far the budget grew depends on how long this machine takes per probe (the 60 s cap is measured time):
+    # that the ladder grows is test_budget's, forced there; here, that what it did is what it says.
+    budget = quality.ProbeBudget(other["probe_epochs"], other["probe_fraction"])
+    levels = budget.epochs.bit_length()  # 1, 2, 4 epochs on 0.5: one level per doubling
+    assert budget.fraction == 0.5 and other["probes_run"] == 2 * levels, other  # the baseline's two seeds per level
+    assert f"even at {budget}" in other["quality_reason"]  # the candidate itself was never probed
+    assert "past --probe-grow 60 s" in other["quality_reason"]
     assert any(f"{head}: trial 0:" in done.stdout for head in ("keep your settings", "recommended")), done.stdout
     assert "1 unknown" in done.stdout, done.stdout
     assert "never recommended: accuracy unknown: the baseline probes reached only mAP50-95" in done.stdout
-    assert f"probes of {grown} epochs on 0.5 of the train set (grown from 1 epoch on 0.5" in done.stdout
+    grew = f"probes of {budget} (grown from 1 epoch on 0.5 of the train set)"
+    assert (grew if levels > 1 else "probes of 1 epoch on 0.5 of the train set, 2 paired seeds") in done.stdout, done.stdout
 
 
 def test_quality_all_judges_a_config_that_lazy_probing_skips():

@@ -59,7 +59,8 @@ def test_warm_start_from_a_bigger_machine(demo_yaml, tmp_path):
         "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "warm",
         "--warm-start", f"{tmp_path / 'big.db'}::big-h200", "--baseline", "model=yolov5n imgsz=128 batch=4 workers=0",
         "--fix", "model=yolov5n", "--fix", "freeze=0", "--space", str(_space(tmp_path)), "--ram-limit", "0.001",
-        "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5", *EVERY_CONFIG,
+        "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu", "--probe-epochs", "1", "--probe-fraction", "0.5",
+        "--probe-grow", "0", *EVERY_CONFIG,  # tiny probes from scratch: growing them is test_judge's, not this test's
         "--repeats", "0",  # the warm start is the trials' order: no finals, no ablation
         cwd=tmp_path, timeout=900,
     )
