@@ -1,7 +1,7 @@
 """The probe budget: how much a quality probe trains, when that is enough to judge, and how it grows.
 
 A probe budget is *informative* when the baseline's probes could tell signatures apart
-(:func:`informative`): they learned something (mAP50-95 of at least :data:`LOW_MAP`), and their seeds
+(:func:`not_informative`): they learned something (mAP50-95 of at least :data:`LOW_MAP`), and their seeds
 agree (the seeds' spread is at most a quarter of that mAP, and at most twice the allowed loss). When
 it is not, the budget grows (:meth:`ProbeBudget.grown`): epochs double up to four times what was
 asked, then the fraction of the train set doubles up to all of it, then epochs double again, while
@@ -46,7 +46,7 @@ class ProbeBudget:
         return f"{self.epochs} epoch{'' if self.epochs == 1 else 's'} on {self.fraction:g} of the train set"
 
 
-def informative(reference: float, spread: float, allowed: float) -> str:
+def not_informative(reference: float, spread: float, allowed: float) -> str:
     """Why probes of this budget cannot tell signatures apart; empty when they can.
 
     ``reference`` is the baseline's mean mAP50-95 over its seeds, ``spread`` their range. Probes that

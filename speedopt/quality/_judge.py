@@ -26,7 +26,7 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
-from speedopt.quality._budget import ProbeBudget, informative, paired_loss
+from speedopt.quality._budget import ProbeBudget, not_informative, paired_loss
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
 from speedopt.quality._policy import (
     Feasibility,
@@ -207,7 +207,7 @@ class Judge:
             return Reference(None, None, why, budget=budget), runs
         values = tuple(r.map50_95 or 0.0 for r in runs)
         mean, spread = sum(values) / len(values), max(values) - min(values)
-        blind = informative(mean, spread, self.policy.limit.allowed(mean))
+        blind = not_informative(mean, spread, self.policy.limit.allowed(mean))
         return Reference(mean, spread, values=values, budget=budget, blind=blind), runs
 
     def verdict(self, knobs: Knobs, images_per_s: float, best_feasible: float | None) -> Verdict:

@@ -77,6 +77,25 @@ def _check_numbers(config: SearchConfig) -> None:
         raise UsageError(f"--min-gain must be a fraction in [0, 1), such as 0.05 or 5%, got {config.min_gain:g}")
 
 
+def _quality(config: SearchConfig, eng: Any, base: Knobs, ds: Any, notes: list[str]) -> tuple[Policy, str]:
+    """The quality policy, and what a knob the policy keeps fixed should say turned quality off. An engine
+    without probes turns it off; a baseline that is a local checkpoint is what probes start from when no
+    --weights is given (both with a note)."""
+    mode, off_why = config.quality, "--quality off"
+    if mode in ("probe", "all") and not eng.supports_probe:
+        notes.append(f"the {config.engine} engine has no quality probe: quality off, accuracy knobs fixed at the baseline")
+        mode, off_why = "off", f"the {config.engine} engine has no quality probe, so quality off"
+    weights = config.weights
+    if weights is None and mode != "off" and base.model.endswith(".pt") and Path(base.model).is_file():
+        weights = base.model  # the user's own checkpoint: probes fine-tune it, as their real run does
+        notes.append(f"quality probes start from your baseline's checkpoint {base.model} (no --weights given)")
+    policy = make_policy(
+        mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s,
+        config.probe_seeds, config.probe_grow_s,
+    )
+    return policy, off_why
+
+
 def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     """Check the inputs and decide the study; raises UsageError, touches no storage. ``dataset``: the
     dataset already listed from ``config.data`` (planning again after --prepare made the copies)."""
@@ -96,19 +115,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     fixed = space_mod.parse_fix(list(config.fix))
     listed = space_mod.load_file(config.space_file) if config.space_file else {}
     base, notes = _baseline(config.baseline, {**listed, **fixed}, eng, device)
-    mode, off_why = config.quality, "--quality off"
-    if mode in ("probe", "all") and not eng.supports_probe:
-
-        notes.append(f"the {config.engine} engine has no quality probe: quality off, accuracy knobs fixed at the baseline")
-        mode, off_why = "off", f"the {config.engine} engine has no quality probe, so quality off"
-    weights = config.weights
-    if weights is None and mode != "off" and base.model.endswith(".pt") and Path(base.model).is_file():
-        weights = base.model  # the user's own checkpoint: probes fine-tune it, as their real run does
-        notes.append(f"quality probes start from your baseline's checkpoint {base.model} (no --weights given)")
-    policy = make_policy(
-        mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s,
-        config.probe_seeds, config.probe_grow_s,
-    )
+    policy, off_why = _quality(config, eng, base, ds, notes)
     _check_listed(listed, fixed, eng, device, policy, off_why)
     here = machine.fingerprint(str(ds.yaml_path.parent))
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)

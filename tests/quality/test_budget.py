@@ -12,7 +12,7 @@ from speedopt import quality
 from speedopt.cli._progress import accuracy_text
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
-from speedopt.quality._budget import informative, paired_loss
+from speedopt.quality._budget import not_informative, paired_loss
 from speedopt.status import Status
 
 
@@ -26,12 +26,12 @@ def test_the_ladder_doubles_epochs_then_the_fraction_then_epochs_again():
 
 
 def test_a_budget_is_informative_only_when_the_baseline_learned_and_its_seeds_agree():
-    assert "learned too little" in informative(0.0, 0.0, 0.01)  # probes that learned nothing
-    assert "learned too little" in informative(quality.LOW_MAP - 1e-4, 0.0, 0.01)
-    assert informative(quality.LOW_MAP, 0.0, 0.01) == ""
-    assert "over a quarter" in informative(0.08, 0.03, 0.05)  # the seeds disagree against what they learned
-    assert "over twice the allowed loss" in informative(0.5, 0.03, 0.01)  # ... or against the loss allowed
-    assert informative(0.5, 0.02, 0.01) == ""
+    assert "learned too little" in not_informative(0.0, 0.0, 0.01)  # probes that learned nothing
+    assert "learned too little" in not_informative(quality.LOW_MAP - 1e-4, 0.0, 0.01)
+    assert not_informative(quality.LOW_MAP, 0.0, 0.01) == ""
+    assert "over a quarter" in not_informative(0.08, 0.03, 0.05)  # the seeds disagree against what they learned
+    assert "over twice the allowed loss" in not_informative(0.5, 0.03, 0.01)  # ... or against the loss allowed
+    assert not_informative(0.5, 0.02, 0.01) == ""
 
 
 def test_the_paired_loss_is_the_mean_difference_with_two_standard_errors():
