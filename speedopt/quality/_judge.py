@@ -3,7 +3,7 @@
 A quality probe trains one signature for a budget (epochs x fraction of the training set, from
 ``--weights`` or from scratch) with one seed, and validates mAP50 and mAP50-95 on the val split.
 The baseline signature is probed first, on every seed of the policy: their mean is the reference.
-When that budget cannot tell signatures apart (:func:`~speedopt.quality._budget.informative`) it
+When that budget cannot tell signatures apart (:func:`~speedopt.quality._budget.not_informative`) it
 grows, within a time cap, and the baseline is probed again; if it still cannot, every candidate whose
 accuracy knobs differ is *unknown* without a probe of its own, and never recommended. A candidate is
 probed on the same seeds as the baseline; the loss is the mean paired difference, with an interval of
