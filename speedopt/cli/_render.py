@@ -37,6 +37,7 @@ def trial_table(result: TrialResult) -> Table:
     table.add_row("peak RAM (with workers)", _fmt(result.peak_ram_mb, " MB", 0))
     table.add_row("peak GPU memory", _fmt(result.peak_gpu_mem_mb, " MB", 0))
     table.add_row("GPU / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")
+    table.add_row("torch CPU threads", _fmt(result.torch_threads))
     table.add_row("images used / total", f"{_fmt(result.images_used)} / {_fmt(result.images_total)}")
     for note in result.notes:
         table.add_row("note", note)

@@ -174,6 +174,13 @@ class Engine(abc.ABC):
         """Environment variables for the trial process (offline switches, private config dirs)."""
         return {}
 
+    def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
+        """The intra-op threads torch runs the printed command with here, given the user's ``OMP_NUM_THREADS``
+        (``omp_env``) and what a fresh process that imports torch first gets (``torch_default``); a job sets
+        them before it trains, so a trial measures the real run's threads whatever its process imported
+        first (see :mod:`speedopt.measure._threads`). Default: torch's own."""
+        return torch_default
+
     def command_problems(self) -> tuple[str, ...]:
         """Why the printed command may fail in this environment although the trials ran (speedopt patches
         the trainer inside its trials; the user's own run gets no patch). Checked without importing the trainer."""

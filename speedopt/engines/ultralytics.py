@@ -216,6 +216,12 @@ class UltralyticsEngine(Engine):
         # the parent: the trial reads data.yaml against the user's working directory and datasets_dir.
         return {"YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config"), **resolution_env()}
 
+    def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
+        # `yolo` and `from ultralytics import YOLO` import ultralytics before torch, and ultralytics sets
+        # OMP_NUM_THREADS=1 when it is unset; on the CPU the trainer's select_device() then sets its own
+        # NUM_THREADS, in a trial as in the real run.
+        return torch_default if omp_env else 1
+
     def prepare(self, cache_dir: Path) -> None:
         from ultralytics.utils import SETTINGS, USER_CONFIG_DIR
 

@@ -22,6 +22,7 @@ from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_fr
 from speedopt.measure._launch import AGENT_ENV
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._telemetry import Sampler
+from speedopt.measure._threads import apply, at_start
 from speedopt.measure._workdir import result_name, write_json
 from speedopt.offline import forbid_network
 from speedopt.status import Status, status_of
@@ -31,6 +32,7 @@ Publish = Callable[..., None]
 
 def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
+    start = at_start()  # before the engine imports its trainer: what a fresh process gets here
     _die_with_parent()
     rank, _ = engines.ddp_rank()  # a DDP rank under torch.distributed.run (0 otherwise): rank 0 speaks for the job
     blocked: list[str] = []
@@ -46,6 +48,7 @@ def main(argv: list[str]) -> int:
     try:
         engine = engines.get(job.engine, yolov5_dir=job.yolov5_dir)
         engine.prepare(Path(job.cache_dir))
+        apply(engine.torch_threads(start.omp_env, start.torch_default))  # the printed command's threads, cold or warm
         status, message = Status.OK, execute(job, engine, workdir, figures, publish)
     except BaseException as exc:  # every failure becomes a status, never a crash
         status, message = status_of(exc)
@@ -105,6 +108,7 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     finally:
         sampler.stop()
         figures["peak_ram_mb"] = sampler.peak_ram_mb
+        figures["torch_threads"] = _torch_threads()  # as the steps ran (a trainer may set its own)
     cpu, gpu_util = sampler.means(stats.window)
     figures.update(
         config=report.knobs.to_dict(),
@@ -133,6 +137,12 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
 
 
 def _gpu_index(device: str) -> int | None:

@@ -34,6 +34,7 @@ class TrialResult:
     peak_gpu_mem_mb: float | None = None
     gpu_util_mean: float | None = None
     cpu_util_mean: float | None = None
+    torch_threads: int | None = None  # torch's intra-op threads as the steps ran (the printed command's: measure._threads)
     steps: int | None = None  # measured steps (the adaptive window's length)
     warmup: int | None = None  # warm-up batches before the window
     max_steps: int | None = None

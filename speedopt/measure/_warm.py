@@ -248,8 +248,9 @@ def _main(argv: list[str]) -> int:
 
     die_with(int(os.environ[PARENT_ENV]))
     from speedopt import engines
-    from speedopt.measure import _child, _clock  # noqa: F401 - imported once, for every job
+    from speedopt.measure import _child, _clock, _threads  # noqa: F401 - imported once, for every job
 
+    _threads.at_start()  # before the trainer's imports set OMP_NUM_THREADS; every forked job inherits it
     _clock.preload()
 
     engines.get(engine_name, yolov5_dir=yolov5_dir).preload()
