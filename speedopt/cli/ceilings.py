@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             "bound": found.bound, "binding": found.binding,
         }
         if trial is not None:
-            out.update(trial=trial.to_dict(), share=found.share(figure))
+            out.update(trial=trial.to_dict(), share=found.share(figure), fault=found.fault(figure, trial.ci_rel))
         print(json.dumps(out, indent=2))
     else:
-        for line in found.lines(figure):
+        for line in found.lines(figure, trial.ci_rel if trial is not None else None):
             print(line)
         if trial is not None and not trial.ok:
             print(f"trial not measured ({trial.status.value}: {trial.message})")

@@ -141,9 +141,18 @@ class ProbeScores:
 
 
 #: What a TrainRun measures: ``train`` the trainer's real steps; ``data`` its training dataloader alone (the
-#: data ceiling: batches as fast as the loader yields them, no model step); ``compute`` its steps on one
-#: batch taken once and kept on the device (the compute ceiling: forward, backward, optimizer, no loader).
+#: data ceiling: batches as fast as the loader yields them, no model step); ``compute`` its steps on its
+#: first batches taken once and kept on the device (the compute ceiling: forward, backward, optimizer, no loader).
 MODES = ("train", "data", "compute")
+
+
+def threads_of(omp_env: str | None, default: int) -> int:
+    """The threads torch takes from ``OMP_NUM_THREADS`` (``omp_env``; unset or not a positive count: ``default``)."""
+    try:
+        count = int(omp_env or "")
+    except ValueError:
+        return default
+    return count if count > 0 else default
 
 
 class Engine(abc.ABC):
@@ -176,10 +185,10 @@ class Engine(abc.ABC):
 
     def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
         """The intra-op threads torch runs the printed command with here, given the user's ``OMP_NUM_THREADS``
-        (``omp_env``) and what a fresh process that imports torch first gets (``torch_default``); a job sets
-        them before it trains, so a trial measures the real run's threads whatever its process imported
-        first (see :mod:`speedopt.measure._threads`). Default: torch's own."""
-        return torch_default
+        (``omp_env``) and torch's default without it (``torch_default``); a job sets them before it trains,
+        so a trial measures the real run's threads whatever its process imported first (see
+        :mod:`speedopt.measure._threads`). Default: what torch takes when it loads first."""
+        return threads_of(omp_env, torch_default)
 
     def command_problems(self) -> tuple[str, ...]:
         """Why the printed command may fail in this environment although the trials ran (speedopt patches

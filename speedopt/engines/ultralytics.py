@@ -220,7 +220,7 @@ class UltralyticsEngine(Engine):
         # `yolo` and `from ultralytics import YOLO` import ultralytics before torch, and ultralytics sets
         # OMP_NUM_THREADS=1 when it is unset; on the CPU the trainer's select_device() then sets its own
         # NUM_THREADS, in a trial as in the real run.
-        return torch_default if omp_env else 1
+        return super().torch_threads(omp_env, 1)
 
     def prepare(self, cache_dir: Path) -> None:
         from ultralytics.utils import SETTINGS, USER_CONFIG_DIR

@@ -107,9 +107,7 @@ class Yolov5Engine(Engine):
         UltralyticsEngine().prepare(cache_dir)
         place_font(cache_dir / "yolov5-config")
 
-    def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
-        # train.py imports torch before its utils/general.py sets OMP_NUM_THREADS: torch's own default.
-        return torch_default
+    # torch_threads: the base rule. train.py imports torch before its utils/general.py sets OMP_NUM_THREADS.
 
     def _import_train(self) -> ModuleType:
         """train.py as a module: from the checkout (its own utils/, models/ first on sys.path) or the package."""

@@ -3,7 +3,7 @@
 A trial's images/s cannot beat either: the **data ceiling** is the trainer's own train loader (same
 workers, cache, imgsz, batch, augmentation, data) drained with no model step; the **compute ceiling**
 is the trainer's own steps (forward, backward, optimizer; same model, imgsz, batch, AMP, freeze) on
-one batch taken once and kept on the device, no loader. Each is one short job of the real trainer,
+the trainer's first few batches, taken once and kept on the device, no loader. Each is one short job of the real trainer,
 set up as for training, through the one job runner (``TrialRequest.mode``; see
 :data:`speedopt.engines.MODES`), on one GPU.
 
@@ -12,6 +12,9 @@ They are separable: a data ceiling depends only on :data:`DATA_KNOBS`, a compute
 smallest model for a data ceiling; no workers and no cache for a compute ceiling), so one
 measurement serves every config with the same :func:`key_of`, and a study keeps them by key
 (``kind|key``, :func:`speedopt.study.schema.read_ceilings`). min(data, compute) bounds the config; the lower one binds.
+
+A bound is checked against every trial measured beside it (:meth:`Ceilings.fault`): a trial above its
+ceiling beyond both intervals is a measurement fault, shown with both figures, and no rule acts on it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
 COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
 KNOBS_OF: dict[CeilingKind, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
-_WHAT: dict[CeilingKind, str] = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on one batch kept on the device"}
+_WHAT: dict[CeilingKind, str] = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on its first batches kept on the device"}
 
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
@@ -121,15 +124,44 @@ class Ceilings:
         bound = self.bound
         return None if bound is None or not images_per_s else images_per_s / bound
 
-    def lines(self, images_per_s: float | None = None) -> list[str]:
-        """The two ceilings, which binds, and (given a trial's figure) how close the trial is to it."""
+    def fault(self, images_per_s: float | None, ci_rel: float | None = None) -> str | None:
+        """Why a trial's figure and these ceilings cannot both hold (None: they can): the trial lies above
+        min(ceilings) beyond both intervals (``ci_rel``: the trial's). A ceiling bounds every trial of its
+        knobs, so one of the two did not measure what it claims: a measurement fault, never a config at its limit."""
+        bound, binding = self.bound, self.compute if self.binding == "compute" else self.data
+        if bound is None or binding is None or not images_per_s or not Ceilings.above(images_per_s, ci_rel, bound, binding.ci_rel):
+            return None
+        return (
+            f"measurement fault: the trial measured {images_per_s:.1f} images/s{_pm(ci_rel)}, {100 * images_per_s / bound:.0f}% "
+            f"of its {self.binding} ceiling {bound:.1f} images/s{_pm(binding.ci_rel)}, which should bound it: "
+            "no rule stops or skips on these ceilings"
+        )
+
+    @staticmethod
+    def above(images_per_s: float, ci_rel: float | None, bound: float, bound_ci_rel: float | None) -> bool:
+        """``images_per_s`` lies above ``bound`` beyond both relative intervals (a missing or unbounded one counts as 0)."""
+
+        def rel(ci: float | None) -> float:
+            return ci if ci is not None and ci < 10 else 0.0
+
+        return images_per_s * (1 - rel(ci_rel)) > bound * (1 + rel(bound_ci_rel))
+
+    def lines(self, images_per_s: float | None = None, ci_rel: float | None = None) -> list[str]:
+        """The two ceilings, which binds, and (given a trial's figure) how close the trial is to it, or the fault."""
         out = [c.text() for c in (self.data, self.compute) if c is not None]
         bound, share = self.bound, self.share(images_per_s)
         if bound is not None:
             out.append(f"min(ceilings) {bound:.1f} images/s: the {self.binding} ceiling binds")
-        if share is not None:
+        fault = self.fault(images_per_s, ci_rel)
+        if fault is not None:
+            out.append(fault)
+        elif share is not None:
             out.append(f"trial {images_per_s:.1f} images/s = {100 * share:.0f}% of min(ceilings)")
         return out
+
+
+def _pm(ci_rel: float | None) -> str:
+    return f" (+/-{100 * ci_rel:.1f}%)" if ci_rel is not None and ci_rel < 10 else ""
 
 
 def measure_one(kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:

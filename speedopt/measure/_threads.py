@@ -10,8 +10,8 @@ thread; the warm worker imported torch first and trained with 2. With dataloader
 the cores, that alone moved workers=2 against workers=0 from 0.95x (the real run) to 1.6x (cold), and
 the real run under ``OMP_NUM_THREADS=1`` measured 1.6x too (issue 29; benchmarks/RESULTS.md).
 
-So a job records, first thing and before anything imports a trainer, what a fresh process gets
-(:func:`at_start`), and sets torch to the count the engine says its printed command runs with
+So a job records, first thing and before anything imports a trainer, the user's ``OMP_NUM_THREADS`` and
+torch's default without it (:func:`at_start`), and sets torch to the count the engine says its printed command runs with
 (:meth:`speedopt.engines.Engine.torch_threads`) before it trains, cold or forked from the warm worker.
 """
 
@@ -20,30 +20,38 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-_START: StartThreads | None = None
+_DEFAULT: int | None = None
 
 
 @dataclass(frozen=True)
 class StartThreads:
-    """What a fresh Python that imports torch first gets here, under the environment the job started with."""
+    """What a job's process starts with: the user's ``OMP_NUM_THREADS`` and torch's default without it."""
 
-    omp_env: str | None  # OMP_NUM_THREADS as the process started (the user's, before a trainer set it)
-    torch_default: int  # torch.get_num_threads() right after importing torch under it
+    omp_env: str | None  # OMP_NUM_THREADS in the job's environment (the user's, before a trainer set it)
+    torch_default: int  # torch.get_num_threads() in a process that loads torch with OMP_NUM_THREADS unset
 
 
 def at_start() -> StartThreads:
-    """The start-of-process threads, read once per process (the warm worker reads them before it forks).
+    """The job's start threads. Call it before any trainer is imported (a trainer's import sets
+    ``OMP_NUM_THREADS``); in a job forked from the warm worker, after its environment is the job's.
 
-    Call it before any trainer is imported: a trainer's import sets ``OMP_NUM_THREADS``. Reading the
-    count starts no thread (no parallel region runs), so forking afterwards stays safe.
+    torch's default is read once per process (the warm worker reads it before it forks, for every job),
+    with ``OMP_NUM_THREADS`` unset while torch loads. Reading the count starts no thread (no parallel
+    region runs), so forking afterwards stays safe.
     """
-    global _START
-    if _START is None:
-        omp = os.environ.get("OMP_NUM_THREADS")
-        import torch
+    global _DEFAULT
+    omp = os.environ.get("OMP_NUM_THREADS")
+    if _DEFAULT is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+        try:
+            import torch
 
-        _START = StartThreads(omp, int(torch.get_num_threads()))
-    return _START
+            _DEFAULT = int(torch.get_num_threads())
+        finally:
+            if omp is not None:
+                os.environ["OMP_NUM_THREADS"] = omp
+    return StartThreads(omp, _DEFAULT)
+
 
 
 def apply(threads: int) -> int:

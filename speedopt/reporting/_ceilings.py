@@ -68,7 +68,7 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
         "## Ceilings: how far from what this machine could do", "",
         "Data ceiling: images/s of the trainer's own train loader alone (same workers, cache, imgsz, batch, augmentation), "
         "no model step. Compute ceiling: images/s of the trainer's own forward, backward and optimizer steps (same model, "
-        "imgsz, batch, AMP, freeze) on one batch kept on the device, no loader. Each is one short job of the real trainer; "
+        "imgsz, batch, AMP, freeze) on its first batches kept on the device, no loader. Each is one short job of the real trainer; "
         "a training run cannot beat min(data, compute), and reaches it only when loading overlaps computing.", "",
         "| | config | images/s | data ceiling | compute ceiling | % of min(ceilings) | binds | workers=0 bound |",
         "|---|---|---|---|---|---|---|---|",
@@ -83,7 +83,10 @@ def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
             f"{_cell(found.compute)} | {'' if share is None else f'{100 * share:.0f}%'} | {found.binding or ''} | "
             f"{'' if one is None or record.config.workers else f'{one:.1f}'} |"
         )
-        if found.binding:
+        fault = found.fault(speed, record.result.ci_rel)
+        if fault is not None:
+            notes.append(f"- {role}: {fault}.")
+        elif found.binding:
             notes.append(f"- {role}: {_LEVER[found.binding]}.")
     spent = [c for c in schema.read_ceilings(study).values() if c.wall_s]
     lines += ["", *notes]

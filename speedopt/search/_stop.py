@@ -186,12 +186,15 @@ def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[TrialProgre
     return progress
 
 
-def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: Iterable[str]) -> str | None:
+def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: Iterable[str], ci_rel: float | None = None) -> str | None:
     """Why a search may stop: the config reached ``stop_at`` of min(ceilings) and the search varies none of the
     knobs the binding ceiling depends on (``sampled``: the knobs it varies), so no config it can still try has a
-    higher bound. None: go on (or ``stop_at`` is 0)."""
+    higher bound. None: go on (or ``stop_at`` is 0), and always when the trial (its interval ``ci_rel``) beat
+    the ceilings: a ceiling a trial beats is no bound (:meth:`Ceilings.fault`)."""
     share = ceilings.share(images_per_s)
     if not stop_at or share is None or share < stop_at or ceilings.binding is None:
+        return None
+    if ceilings.fault(images_per_s, ci_rel) is not None:
         return None
     movers = sorted(set(sampled) & set(KNOBS_OF["data" if ceilings.binding == "data" else "compute"]))
     if movers:  # another value of these may raise the binding ceiling itself
@@ -203,9 +206,12 @@ def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: It
     )
 
 
-def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float) -> str | None:
-    """Why a search may stop: its best reached ``stop_at`` of the highest bound in the whole space (None: go on)."""
+def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float, ci_rel: float | None = None) -> str | None:
+    """Why a search may stop: its best reached ``stop_at`` of the highest bound in the whole space (None: go on,
+    also when the best beat that bound beyond its interval ``ci_rel``: then the bounds do not hold)."""
     if not stop_at or ranking is None or ranking.space_bound is None or images_per_s < stop_at * ranking.space_bound:
+        return None
+    if Ceilings.above(images_per_s, ci_rel, ranking.space_bound, None):
         return None
     return (
         f"the best config measured {images_per_s:.1f} images/s, {100 * images_per_s / ranking.space_bound:.0f}% of the "
@@ -227,7 +233,8 @@ def stop_at_ceiling(
         sampled = set(plan.protocol.space.sampled())
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
-        why = space_reached(best.images_per_s or 0.0, schema.read_ranking(study), plan.protocol.stop_at_ceiling)
+        ci = best.result.ci_rel
+        why = space_reached(best.images_per_s or 0.0, schema.read_ranking(study), plan.protocol.stop_at_ceiling, ci)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
             _stop(study, why)
             return
@@ -235,9 +242,9 @@ def stop_at_ceiling(
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = ceilings_of(best.config)
-        why = None if found is None else reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled)
+        why = None if found is None else reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled, ci)
         if found is not None:
-            view.note("; ".join(found.lines(best.images_per_s)))
+            view.note("; ".join(found.lines(best.images_per_s, ci)))
         if why:
             _stop(study, why)
 

@@ -2,6 +2,7 @@
 speedopt[yolov5]) on the demo data, on CPU. No GPU exists here: AMP on, GPU memory and CUDA OOM are not
 exercised. The trainer tests are skipped, saying why, only where the classic code does not import."""
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -18,6 +19,7 @@ from speedopt import command, measure
 from speedopt import data as demo_data
 from speedopt.engines.yolov5 import Yolov5Engine
 from speedopt.knobs import Knobs
+from speedopt.measure import _warm
 from speedopt.status import Status
 from speedopt.study import flat_attrs, outcome
 from tests.conftest import EVERY_CONFIG, TINY, run_cli
@@ -71,6 +73,27 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, warm_yo
     after = _tree(demo_yaml.parent)
     assert set(after) - set(before) <= {"labels/train.cache", "labels/val.cache"}  # the trainer's label cache only
     assert all(after[k] == v for k, v in before.items() if not k.endswith(".cache"))
+
+
+@pytest.mark.slow
+def test_a_cold_and_a_warm_trial_with_loader_workers_measure_alike(classic, warm_yolov5, tmp_path):
+    # Issue 29: a cold trial imported Ultralytics before torch and trained with 1 thread, the warm worker and
+    # `python train.py` with torch's default; with 2 loader workers on 2 cores, workers=2 read 1.5x cold, 0.87x warm.
+    photos = demo_data.generate(tmp_path / "photos", dataclasses.replace(demo_data.PHOTOS, train=16, val=4))
+    request = measure.make_request(str(photos), _tiny(workers=2),
+        measure.TrialOptions(device="cpu", engine="yolov5", steps=6, warmup=2, max_steps=12))
+    warm = measure.run_trial(request)
+    with _warm.cold():
+        cold = measure.run_trial(request)
+    assert warm.status is Status.OK and cold.status is Status.OK, warm.message + cold.message
+    assert warm.config.workers == cold.config.workers == 2
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    fresh = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    expected = int(os.environ["OMP_NUM_THREADS"]) if os.environ.get("OMP_NUM_THREADS") else int(fresh.stdout)
+    assert warm.torch_threads == cold.torch_threads == expected  # what `python train.py` gets in this environment
+    w, c = warm.images_per_s or 0.0, cold.images_per_s or 0.0
+    assert abs(w - c) <= w * (warm.ci_rel or 0) + c * (cold.ci_rel or 0), (w, warm.ci_rel, c, cold.ci_rel)
 
 
 @pytest.mark.slow

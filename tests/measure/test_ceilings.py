@@ -102,3 +102,13 @@ def test_ceilings_of_the_demo_config_and_its_trial(demo_yaml, shared_warm):
     assert out["bound"] == min(data_ceiling, compute_ceiling)
     assert out["binding"] in ("data", "compute")
     assert out["trial"]["status"] == "ok" and out["trial"]["images_per_s"] > 0
+
+
+def test_a_trial_above_its_ceiling_beyond_both_intervals_is_a_measurement_fault():
+    found = Ceilings(_ok("data", 300.0), _ok("compute", 33.1))  # each ceiling +/-2%
+    fault = found.fault(38.3, 0.03)  # the README demo's case: 116% of its compute ceiling
+    assert fault is not None and "38.3 images/s (+/-3.0%)" in fault and "compute ceiling 33.1 images/s (+/-2.0%)" in fault
+    assert fault in found.lines(38.3, 0.03) and not any("% of min(ceilings)" in line for line in found.lines(38.3, 0.03))
+    assert found.fault(34.0, 0.03) is None  # above the ceiling, but within both intervals: it may be at its limit
+    assert found.fault(30.0, 0.03) is None and found.fault(None) is None
+    assert Ceilings(_ok("data", 300.0), None).fault(400.0) is None  # no bound, no fault

@@ -6,6 +6,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from speedopt.measure._telemetry import tree_memory
 
@@ -63,3 +64,10 @@ def test_a_forked_child_sharing_the_roots_pages_counts_them_once():
         os.waitpid(pid, 0)
         os.close(read)
     assert len(block) == 48 * MB and after - before < 12 * MB, (before / MB, after / MB)
+
+
+def test_the_sampler_waits_longer_where_a_sample_costs_more_than_its_budget():
+    from speedopt.measure._telemetry import BUDGET, next_wait
+
+    assert next_wait(0.2, 0.001) == 0.2  # 0.5% of the interval: on time
+    assert next_wait(0.2, 0.02) == pytest.approx(0.02 / BUDGET)  # 20 ms of /proc reads: 2 s apart, 1% of a core

@@ -28,6 +28,12 @@ def test_reached_needs_the_share_both_ceilings_and_no_knob_that_moves_the_bindin
     assert reached(39.0, data_bound, 0.95, ["workers"]) is None
 
 
+def test_a_trial_above_its_ceiling_is_a_fault_not_a_stop():
+    found = Ceilings(_ok("data", 100.0), _ok("compute", 50.0))
+    assert reached(58.0, found, 0.95, [], ci_rel=0.03) is None  # 116%: the ceiling does not hold
+    assert reached(51.0, found, 0.95, [], ci_rel=0.03) is not None  # 102%, within the intervals: at the ceiling
+
+
 @pytest.mark.slow
 def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     """--stop-at-ceiling 1% forces the stop at the first best trial (the baseline), whatever this machine measures."""

@@ -85,6 +85,8 @@ def test_the_space_bound_stops_a_search():
     assert space_reached(47.0, ranking, 0.95) is None
     assert space_reached(49.0, ranking, 0.0) is None
     assert space_reached(49.0, Ranking(8, 6, False, "skipped"), 0.95) is None
+    assert space_reached(58.0, ranking, 0.95, ci_rel=0.05) is None  # the best beat the highest bound: it does not hold
+    assert space_reached(51.0, ranking, 0.95, ci_rel=0.05) is not None
 
 
 @pytest.mark.slow
