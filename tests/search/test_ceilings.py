@@ -36,7 +36,8 @@ def test_a_trial_above_its_ceiling_is_a_fault_not_a_stop():
 
 @pytest.mark.slow
 def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
-    """--stop-at-ceiling 1% forces the stop at the first best trial (the baseline), whatever this machine measures."""
+    """--stop-at-ceiling 1% forces the stop rule at the first best trial (the baseline), whatever this machine measures:
+    it stops, or, where the trial beat its own ceilings beyond both intervals, says so and searches on."""
     url = f"sqlite:///{tmp_path}/c.db"
     done = run_cli(
         "search", "--data", str(demo_yaml), "--trials", "4", "--storage", url, "--study", "ceil", "--quality", "off",
@@ -44,17 +45,23 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
         "--device", "cpu", "--stop-at-ceiling", "1%", "--repeats", "0", cwd=tmp_path, timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "search stopped early" in done.stdout and "of min(ceilings)" in done.stdout, done.stdout
     study = optuna.load_study(study_name="ceil", storage=url)
-    assert len([t for t in study.trials if t.state.name == "COMPLETE"]) == 1
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    if "measurement fault" in done.stderr:  # the trial beat its ceilings beyond both intervals (noise here can): no stop
+        assert "search stopped early" not in done.stdout, done.stdout
+        assert "of its compute ceiling" in done.stderr or "of its data ceiling" in done.stderr
+    else:
+        assert "search stopped early" in done.stdout and "of min(ceilings)" in done.stdout, done.stdout
+        assert len(complete) == 1
     found = schema.read_ceilings(study)
     assert sorted(name.split("|")[0] for name in found) == ["compute", "data"]
     assert all(c.ok and c.images_per_s > 0 for c in found.values())
-    assert schema.read_ceilings_for(study) == {"baseline": 0, "recommended": 0}
-    # The search timed the validation the report projects (the baseline is the recommendation: one config),
+    ends = schema.read_ceilings_for(study)
+    assert ends["baseline"] == 0 and ends["recommended"] in {t.number for t in complete}
+    # The search timed the validation the report projects (after a stop the baseline is the recommendation),
     # forked from its warm worker, before the report was written: the report found it stored.
-    (timed,) = [v for k, v in study.user_attrs.items() if k.startswith(schema.VAL_TIME)]
-    assert timed["status"] == "ok" and timed["val_s"] > 0
+    timings = [v for k, v in study.user_attrs.items() if k.startswith(schema.VAL_TIME)]
+    assert timings and all(t["status"] == "ok" and t["val_s"] > 0 for t in timings)
     assert done.stderr.index("timing one validation pass") < done.stderr.index("report: writing")
     ranking = schema.read_ranking(study)  # one config (the trainer runs workers=0 on a CPU): nothing to rank
     assert ranking is not None and not ranking.ran and "nothing to rank" in ranking.message
