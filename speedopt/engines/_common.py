@@ -8,6 +8,7 @@ import contextlib
 import functools
 import importlib
 import importlib.metadata
+import itertools
 import os
 import re
 import tempfile
@@ -223,9 +224,10 @@ class SameBatch:
 
     def __iter__(self) -> Any:
         if not self._batches:
-            taken = iter(self._loader)
-            for _ in range(max(1, min(HELD, len(self._loader)))):
-                self._batches.append(self._move(next(taken)))
+            held = itertools.islice(self._loader, max(1, min(HELD, len(self._loader))))
+            self._batches = [self._move(batch) for batch in held]
+            if not self._batches:
+                raise RuntimeError("the train loader yielded no batch")
         for i in range(len(self._loader)):
             batch = self._batches[i % len(self._batches)]
             yield dict(batch) if isinstance(batch, dict) else batch
