@@ -214,8 +214,9 @@ class SameBatch:
     divides ``img`` by 255).
 
     Several batches, not one: a step's cost depends on what the batch holds (the loss assigns every
-    target to anchors), and one batch is a sample of one. On the README's demo a ceiling on the first
-    batch alone read 13-16% below the trials beside it (issue 29).
+    target to anchors), and one batch is a sample of one. Issue 29 saw a one-batch ceiling read 13-16%
+    below the trials beside it; whether the batch or the noise between jobs did it is not established
+    (benchmarks/RESULTS.md), so a trial is also checked against its ceiling (measure.Ceilings.fault).
     """
 
     def __init__(self, loader: Any, move: Callable[[Any], Any]):

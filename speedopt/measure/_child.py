@@ -22,7 +22,7 @@ from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_fr
 from speedopt.measure._launch import AGENT_ENV
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._telemetry import Sampler
-from speedopt.measure._threads import apply, at_start
+from speedopt.measure._threads import apply, at_start, current
 from speedopt.measure._workdir import result_name, write_json
 from speedopt.offline import forbid_network
 from speedopt.status import Status, status_of
@@ -108,7 +108,7 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     finally:
         sampler.stop()
         figures["peak_ram_mb"] = sampler.peak_ram_mb
-        figures["torch_threads"] = _torch_threads()  # as the steps ran (a trainer may set its own)
+        figures["torch_threads"] = current()  # as the steps ran (a trainer may set its own)
     cpu, gpu_util = sampler.means(stats.window)
     figures.update(
         config=report.knobs.to_dict(),
@@ -137,12 +137,6 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"
-
-
-def _torch_threads() -> int:
-    import torch
-
-    return int(torch.get_num_threads())
 
 
 def _gpu_index(device: str) -> int | None:

@@ -59,4 +59,11 @@ def apply(threads: int) -> int:
     import torch
 
     torch.set_num_threads(max(1, threads))
+    return current()
+
+
+def current() -> int:
+    """torch's intra-op threads now (a trainer may have set its own since :func:`apply`)."""
+    import torch
+
     return int(torch.get_num_threads())
