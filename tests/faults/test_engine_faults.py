@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from speedopt.engines.yolov5 import Yolov5Engine
 from tests.faults.conftest import Faults, one_line_error
 
 
@@ -46,6 +47,7 @@ class Upstream(dataloaders.LoadImagesAndLabels):
                          stride, pad, min_items, prefix)
 
 dataloaders.LoadImagesAndLabels = Upstream
+Yolov5Engine().prepare(Path(sys.argv[3]))  # the local font, as every job of the engine places it (check_dataset wants it)
 build = Yolov5Engine().build_label_cache(sys.argv[1], Path(sys.argv[2]))
 print([(s.split, s.images, s.reused, Path(s.cache).is_file()) for s in build.splits])
 """
@@ -59,7 +61,9 @@ def test_the_label_cache_is_built_with_upstream_masters_dataset_signature(faults
     if importlib.util.find_spec("yolov5") is None:
         pytest.skip("the classic YOLOv5 code is not installed: pip install -e '.[yolov5]'")
     data = faults.dataset()
-    done = subprocess.run([sys.executable, "-c", UPSTREAM_SIGNATURE, str(data), str(faults.work)], capture_output=True, text=True,
-                          timeout=300, cwd=faults.work, env={**os.environ, "TMPDIR": str(faults.tmp)})
+    cache = faults.tmp / "speedopt-cache"  # the engine's environment and offline set-up, as a labels job gets them
+    env = {**os.environ, **Yolov5Engine().environment(cache), "TMPDIR": str(faults.tmp)}
+    done = subprocess.run([sys.executable, "-c", UPSTREAM_SIGNATURE, str(data), str(faults.work), str(cache)], capture_output=True,
+                          text=True, timeout=300, cwd=faults.work, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[('train', 16, False, True), ('val', 4, False, True)]", done.stdout

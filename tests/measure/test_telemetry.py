@@ -66,8 +66,19 @@ def test_a_forked_child_sharing_the_roots_pages_counts_them_once():
     assert len(block) == 48 * MB and after - before < 12 * MB, (before / MB, after / MB)
 
 
-def test_the_sampler_waits_longer_where_a_sample_costs_more_than_its_budget():
-    from speedopt.measure._telemetry import BUDGET, next_wait
+def test_memory_reads_wait_longer_where_one_costs_more_than_its_budget_but_at_most_a_second():
+    from speedopt.measure._telemetry import BUDGET, MEMORY_EVERY_S, next_wait
 
     assert next_wait(0.2, 0.001) == 0.2  # 0.5% of the interval: on time
-    assert next_wait(0.2, 0.02) == pytest.approx(0.02 / BUDGET)  # 20 ms of /proc reads: 2 s apart, 1% of a core
+    assert next_wait(0.2, 0.005) == pytest.approx(0.005 / BUDGET)  # 5 ms of /proc reads: 0.5 s apart, 1% of a core
+    assert next_wait(0.2, 0.05) == MEMORY_EVERY_S  # 50 ms: once a second, so a short trial still shows its peak
+
+
+def test_cpu_and_the_roots_memory_are_read_every_interval():
+    from speedopt.measure._telemetry import Sampler
+
+    sampler = Sampler(interval=0.05).start()
+    time.sleep(0.6)
+    sampler.stop()
+    assert len(sampler.samples) >= 6 and all(s.cpu_percent >= 0 for s in sampler.samples)
+    assert sampler.peak_ram_mb == max(s.mem_bytes for s in sampler.samples) / 2**20 > 0

@@ -264,8 +264,13 @@ def test_probes_that_learned_nothing_recommend_no_accuracy_knob(demo_yaml, tmp_p
     # How far the budget grew depends on how long this machine takes per probe (the 60 s cap is measured time):
     # that the ladder grows is test_budget's, forced there; here, that what it did is what it says.
     budget = quality.ProbeBudget(other["probe_epochs"], other["probe_fraction"])
-    levels = budget.epochs.bit_length()  # 1, 2, 4 epochs on 0.5: one level per doubling
-    assert budget.fraction == 0.5 and other["probes_run"] == 2 * levels, other  # the baseline's two seeds per level
+    asked = level = quality.ProbeBudget(1, 0.5)
+    levels = 1  # the ladder's levels from the asked budget up to the one it stopped at (1, 2, 4 epochs on 0.5, then on 1.0, ...)
+    while level != budget:
+        grown = level.grown(asked)
+        assert grown is not None, (budget, other)  # the budget it names lies on the ladder
+        level, levels = grown, levels + 1
+    assert other["probes_run"] == 2 * levels, other  # the baseline's two seeds per level
     assert f"even at {budget}" in other["quality_reason"]  # the candidate itself was never probed
     assert "past --probe-grow 60 s" in other["quality_reason"]
     assert any(f"{head}: trial 0:" in done.stdout for head in ("keep your settings", "recommended")), done.stdout
