@@ -139,12 +139,12 @@ class Ceilings:
 
     @staticmethod
     def above(images_per_s: float, ci_rel: float | None, bound: float, bound_ci_rel: float | None) -> bool:
-        """``images_per_s`` lies above ``bound`` beyond both relative intervals (a missing or unbounded one counts as 0)."""
-
-        def rel(ci: float | None) -> float:
-            return ci if ci is not None and ci < 10 else 0.0
-
-        return images_per_s * (1 - rel(ci_rel)) > bound * (1 + rel(bound_ci_rel))
+        """``images_per_s`` lies above ``bound`` beyond both relative intervals. A figure without a bounded
+        interval (``ci_rel`` None or unbounded) claims nothing beyond it: False; a bound without one counts as exact."""
+        if ci_rel is None or ci_rel >= 10:
+            return False
+        spread = bound_ci_rel if bound_ci_rel is not None and bound_ci_rel < 10 else 0.0
+        return images_per_s * (1 - ci_rel) > bound * (1 + spread)
 
     def lines(self, images_per_s: float | None = None, ci_rel: float | None = None) -> list[str]:
         """The two ceilings, which binds, and (given a trial's figure) how close the trial is to it, or the fault."""

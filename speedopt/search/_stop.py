@@ -211,12 +211,22 @@ def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float, 
     also when the best beat that bound beyond its interval ``ci_rel``: then the bounds do not hold)."""
     if not stop_at or ranking is None or ranking.space_bound is None or images_per_s < stop_at * ranking.space_bound:
         return None
-    if Ceilings.above(images_per_s, ci_rel, ranking.space_bound, None):
+    if space_fault(images_per_s, ranking, ci_rel):
         return None
     return (
         f"the best config measured {images_per_s:.1f} images/s, {100 * images_per_s / ranking.space_bound:.0f}% of the "
         f"highest bound of any of the space's {ranking.configs} configs ({ranking.space_bound:.1f} images/s, from their ceilings): "
         "nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
+    )
+
+
+def space_fault(images_per_s: float, ranking: Ranking | None, ci_rel: float | None) -> str | None:
+    """Why the space's highest bound does not hold (None: it may): the best beat it beyond its interval ``ci_rel``."""
+    if ranking is None or ranking.space_bound is None or not Ceilings.above(images_per_s, ci_rel, ranking.space_bound, None):
+        return None
+    return (
+        f"measurement fault: the best config measured {images_per_s:.1f} images/s (+/-{100 * (ci_rel or 0):.1f}%), above the "
+        f"highest bound of any of the space's {ranking.configs} configs ({ranking.space_bound:.1f} images/s): no stop on that bound"
     )
 
 
@@ -234,10 +244,14 @@ def stop_at_ceiling(
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
         ci = best.result.ci_rel
-        why = space_reached(best.images_per_s or 0.0, schema.read_ranking(study), plan.protocol.stop_at_ceiling, ci)
+        ranking = schema.read_ranking(study)
+        why = space_reached(best.images_per_s or 0.0, ranking, plan.protocol.stop_at_ceiling, ci)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
             _stop(study, why)
             return
+        fault = space_fault(best.images_per_s or 0.0, ranking, ci)
+        if fault:
+            view.note(fault)
         if (sampled & set(KNOBS_OF["data"]) and sampled & set(KNOBS_OF["compute"])) or "gpus" in sampled:
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")

@@ -40,6 +40,14 @@ def _study(url):
     return optuna.load_study(study_name=summary.study_name, storage=url)
 
 
+def _running_has_params(url: str) -> bool:
+    try:
+        running = _study(url).get_trials(states=(TrialState.RUNNING,))
+    except Exception:  # the study not created yet, or its database busy: look again
+        return False
+    return len(running) == 1 and bool(running[0].params)
+
+
 def _job_kind(process):
     """The kind of job a speedopt job process runs ("trial", "labels", ...), None for any other process. A job
     runs in its private folder (its working directory holds the request), started cold (``-m
@@ -156,10 +164,11 @@ def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     child = None
     while time.monotonic() < deadline and child is None:
         kids = [p for p in psutil.Process(search.pid).children(recursive=True) if _job_kind(p) == "trial"]  # not the labels job
-        child = kids[0] if kids else None
+        # mid-trial: its job runs and its trial has its params (a kill between two trials, before the next one's
+        # params, leaves nothing to retry with the same params)
+        child = kids[0] if kids and _running_has_params(url) else None
         time.sleep(0.2)
     assert child is not None, "no trial started"
-    time.sleep(1.0)
     os.kill(search.pid, signal.SIGKILL)
     search.wait()
     _gone, alive = psutil.wait_procs([child], timeout=10)
