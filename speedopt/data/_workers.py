@@ -81,6 +81,9 @@ class _Workers:
             process.terminate()
         for process in processes:
             process.join(timeout=10)
+        manager = getattr(pool, "_executor_manager_thread", None) if abort else None
+        if manager is not None:  # it sees its workers gone and closes its wakeup pipe: let it finish before the
+            manager.join(timeout=10)  # interpreter's exit hook writes to that pipe (a race in 3.11: "Bad file descriptor")
 
 
 @contextlib.contextmanager
