@@ -116,9 +116,9 @@ def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(dem
     queued = [t for t in study.trials if t.user_attrs.get("role") == "ceiling-rank"]
     report = (tmp_path / "reports" / "rank.md").read_text()
     assert len(queued) == 1 and queued[0].number == 1 and "Ceiling ranking: ranked 3 configs" in report
-    if "measurement fault" in done.stderr:  # the baseline beat the space's highest bound beyond its interval: no stop
-        assert "above the highest bound of any of the space's 3 configs" in done.stderr and "stopped" not in study.user_attrs
-        assert queued[0].state.name == "COMPLETE"  # the ranked config was measured next
+    if "measurement fault" in done.stderr:  # the baseline beat the space's highest bound beyond its interval: no stop there
+        # not on the space bound it beat (the baseline's own ceilings, where they hold, may still stop it)
+        assert "highest bound of any" not in study.user_attrs.get("stopped", ""), study.user_attrs.get("stopped")
         return
     assert queued[0].state.name == "WAITING"
     assert [t.number for t in study.trials if t.state.name == "COMPLETE"] == [0]
