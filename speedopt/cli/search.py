@@ -266,7 +266,10 @@ def _print_finals(out: Console, result: SearchOutcome) -> None:
     if finals is None:
         return
     done = "" if finals.complete else " (incomplete: rerun the same command to finish)"
-    out.print(f"finals: {len(finals.trials) - 1} config(s) and the baseline in {finals.repeats} interleaved rounds{done}:", highlight=False)
+    rounds = f"{finals.rounds} of {finals.repeats}" if finals.rounds < finals.repeats else str(finals.repeats)
+    out.print(f"finals: {len(finals.trials) - 1} config(s) and the baseline in {rounds} interleaved rounds{done}:", highlight=False)
+    for line in finals.notes():
+        out.print(f"  {line}", highlight=False)
     speedups = finals.speedups()
     by_number = {r.number: r for r in result.trials}
     for number in finals.trials:

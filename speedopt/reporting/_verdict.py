@@ -86,4 +86,7 @@ def finals_section(result: SearchOutcome) -> list[str]:
         s = speedups.get(number)
         label = "baseline" if number == finals.baseline else (s.text() if s else "-")
         lines.append(f"| {number} | {knobs_text(record.config) if record else '?'} | {cells} | {label} |")
-    return lines + ["", f"**Decision:** {result.verdict_text()}.", ""]
+    saved = [f"- {line}" for line in finals.notes()]
+    if saved:
+        saved.insert(0, "Sequential rounds (a decision that could no longer change was not measured again; docs/search.md):")
+    return lines + ["", *saved, *([""] if saved else []), f"**Decision:** {result.verdict_text()}.", ""]

@@ -7,7 +7,9 @@ measured once and the fastest taken, then again from there (n changes cost n(n+1
 with more than :data:`MAX_ORDERED` the knob order is kept). A config that cannot run (no prepared copy
 at that imgsz, infeasible, failed) is not a step: the next candidate is; when none can, the remaining
 changes make one step. The whole path (baseline, step 1, ..., recommendation) is then measured in the
-finals' number of interleaved rounds, so drift hits every config alike (the record,
+finals' number of interleaved rounds, so drift hits every config alike, reusing what is measured already
+(:func:`reused`: the ends from the finals' rounds, each middle step's first round from its ordering
+measurement), so only the middle steps' later rounds are new (the record,
 :class:`~speedopt.study.Ablation`, says what each step bought). One changed knob needs no new
 measurement: the finals measured that path already. The study keeps it after each measurement
 (:func:`~speedopt.study.schema.write_ablation`), so an interrupted ablation resumes and a report can be rebuilt.
@@ -118,6 +120,29 @@ def _order(
     return ablation
 
 
+def reused(ablation: Ablation, finals: Finals) -> Ablation:
+    """The path's measurements already made, in the rounds' slots: the ends' from the finals' same rounds, and
+    each middle step's config from its ordering measurement (its round 1). Only the rest is measured."""
+    if not ablation.path or ablation.from_finals:
+        return ablation
+    last = len(ablation.path)
+    slots = {(m.round, m.of) for m in ablation.measured}
+    found = [replace(m, of=0 if m.of == ablation.baseline else last) for m in finals.measured
+             if m.of in (ablation.baseline, ablation.recommended) and m.round < ablation.repeats]
+    applied: list[str] = []
+    for i, step in enumerate(ablation.path[:-1], start=1):
+        probe = ablation.probe(applied, step[0]) if len(step) == 1 else None
+        if probe is not None and probe.status is not None:
+            found.append(Repeat(0, i, probe.status, probe.images_per_s))
+        applied.extend(step)
+    new = tuple(m for m in found if (m.round, m.of) not in slots)
+    if not new:
+        return ablation
+    note = ("reused: the ends' rounds from the finals and each middle step's first round from its ordering measurement "
+            f"({len(new)} measurements not repeated; a step's ratio to an end spans the minutes between them)")
+    return replace(ablation, measured=(*ablation.measured, *new), notes=(*ablation.notes, note))
+
+
 def _rounds(ablation: Ablation, measure: Measure, save: Callable[[Ablation], None], started: Started, finished: Finished) -> Ablation:
     """The whole path in interleaved rounds (baseline, step 1, ..., recommendation, baseline, ...); stored."""
     configs = ablation.configs()
@@ -143,7 +168,7 @@ def _fresh(done: Sequence[TrialRecord], finals: Finals | None, min_gain: float) 
     by_number = {r.number: r for r in done}
     if choice is None or finals.baseline not in by_number or choice not in by_number:
         return None
-    ablation = planned(by_number[finals.baseline], by_number[choice], finals.repeats, min_gain)
+    ablation = planned(by_number[finals.baseline], by_number[choice], finals.rounds, min_gain)
     if not ablation.changes:
         return None
     return from_finals(ablation, finals) if len(ablation.changes) == 1 else ablation
@@ -188,4 +213,7 @@ def run(
     begin(tuple(c.text() for c in ablation.changes), ablation.repeats)
     if not ablation.path:
         ablation = _order(ablation, measure, check, save, started, finished)
+    assert finals is not None  # _fresh returned an ablation
+    ablation = reused(ablation, finals)
+    save(ablation)
     return _rounds(ablation, measure, save, started, finished)

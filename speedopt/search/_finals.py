@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
+from speedopt.search import _sequential as sequential
 from speedopt.study import Finals, Repeat, TrialRecord, finalists, schema
 
 if TYPE_CHECKING:
@@ -33,8 +34,10 @@ def run(
     begin: Callable[[tuple[int, ...], int], None] = lambda chosen, repeats: None,
     started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
     finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
+    note: Callable[[str], None] = lambda line: None,
 ) -> Finals | None:
-    """Measure the finalists in ``repeats`` interleaved rounds; resumes stored finals of the same finalists.
+    """Measure the finalists in up to ``repeats`` interleaved rounds, dropping a finalist (or ending the rounds)
+    once the decision cannot change (:mod:`speedopt.search._sequential`); resumes stored finals of the same finalists.
 
     None when there is nothing to compare (no baseline measured ok, or no other feasible config).
     ``begin`` hears the finalists before the first measurement still missing (not at all when none is).
@@ -47,16 +50,18 @@ def run(
         if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
             schema.set_aside_finals(study, finals)
         finals = Finals(chosen, repeats, min_gain=min_gain)
-    elif finals.min_gain != min_gain:  # the bar changed, not the measurements
-        finals = replace(finals, min_gain=min_gain)
+    elif finals.min_gain != min_gain:  # the bar changed, not the measurements: drops and an early end are looked at again
+        finals = replace(finals, min_gain=min_gain, dropped=(), end=None, end_why="")
         schema.write_finals(study, finals)
 
     by_number = {r.number: r for r in done}
+    said = set(finals.notes())
     if not finals.complete:
         begin(chosen, repeats)
     for round_ in range(repeats):
-
-        for number in chosen:
+        if round_ >= finals.rounds:
+            break
+        for number in finals.active(round_):
             if finals.has(round_, number):
                 continue
             record = by_number[number]
@@ -65,4 +70,12 @@ def run(
             finals = replace(finals, measured=(*finals.measured, Repeat.measured(round_, number, result)))
             schema.write_finals(study, finals)
             finished(round_, record, result)
+        looked = sequential.look(finals, round_)
+        if looked != finals:
+            finals = looked
+            schema.write_finals(study, finals)
+            for line in finals.notes():
+                if line not in said:
+                    note(line)
+                    said.add(line)
     return finals

@@ -213,7 +213,7 @@ def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -
     p = plan.protocol
     finals = finals_mod.run(
         study, records(study), p.finalists, p.repeats, lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
-        p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished,
+        p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished, note=view.note,
     )
     if finals is not None:
         write_finals_notes(study, finals)

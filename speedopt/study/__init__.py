@@ -19,6 +19,7 @@ from speedopt.study._ceilings import of_config as ceilings_of_config
 from speedopt.study._copies import COPY_FORMATS as COPY_FORMATS
 from speedopt.study._copies import LOSSLESS as LOSSLESS
 from speedopt.study._copies import DataCopy as DataCopy
+from speedopt.study._finals import Drop as Drop
 from speedopt.study._finals import Finals
 from speedopt.study._finals import Repeat as Repeat
 from speedopt.study._note import save as save_note

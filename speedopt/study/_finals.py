@@ -51,21 +51,59 @@ class Repeat:
 
 
 @dataclass(frozen=True)
+class Drop:
+    """A finalist no longer measured: after round ``after`` (0-based) its decision could not change."""
+
+    trial: int
+    after: int
+    why: str
+
+
+@dataclass(frozen=True)
 class Finals:
-    """The finalists (the baseline's trial first), the rounds asked for, and every measurement so far."""
+    """The finalists (the baseline's trial first), the rounds asked for, and every measurement so far.
+
+    The rounds are sequential (:mod:`speedopt.search._sequential`): a finalist that can no longer be
+    recommended is ``dropped`` after a round, and the finals may ``end`` before ``repeats`` rounds once
+    their decision cannot change (``end``: the rounds run; ``end_why`` says why).
+    """
 
     trials: tuple[int, ...]
     repeats: int
     measured: tuple[Repeat, ...] = ()
     min_gain: float = 0.0  # the margin above 1.0 a gain must clear in every round (the study's --min-gain)
+    dropped: tuple[Drop, ...] = ()
+    end: int | None = None
+    end_why: str = ""
 
     @property
     def baseline(self) -> int:
         return self.trials[0]
 
     @property
+    def rounds(self) -> int:
+        """The rounds these finals run: ``repeats``, or fewer where they ended early."""
+        return self.repeats if self.end is None else self.end
+
+    def active(self, round_: int) -> tuple[int, ...]:
+        """The trials measured in ``round_``: every finalist not dropped before it (the baseline while any other is)."""
+        others = tuple(t for t in self.trials[1:] if not any(d.trial == t and d.after < round_ for d in self.dropped))
+        return (self.baseline, *others) if others else ()
+
+    def round_done(self, round_: int) -> bool:
+        """Every trial of ``round_`` has its measurement."""
+        return all(self.has(round_, t) for t in self.active(round_))
+
+    @property
     def complete(self) -> bool:
-        return len(self.measured) >= self.repeats * len(self.trials)
+        return all(self.round_done(r) for r in range(self.rounds))
+
+    def notes(self) -> list[str]:
+        """What the sequential rounds saved, one line each (empty when every finalist ran every round)."""
+        lines = [f"trial {d.trial} dropped after round {d.after + 1}: {d.why}" for d in self.dropped]
+        if self.end is not None and self.end < self.repeats:
+            lines.append(f"finals ended after round {self.end} of {self.repeats}: {self.end_why}")
+        return lines
 
     def has(self, round_: int, trial: int) -> bool:
         return any(m.round == round_ and m.of == trial for m in self.measured)
@@ -97,6 +135,7 @@ class Finals:
         return {
             "trials": list(self.trials), "repeats": self.repeats, "min_gain": self.min_gain,
             "measured": [m.to_attr("trial") for m in self.measured],
+            "dropped": [dataclasses.asdict(d) for d in self.dropped], "end": self.end, "end_why": self.end_why,
         }
 
     @classmethod
@@ -104,4 +143,9 @@ class Finals:
         if not isinstance(data, dict) or "trials" not in data:
             return None
         measured = tuple(Repeat.from_attr(m, "trial") for m in data["measured"])
-        return cls(tuple(data["trials"]), int(data["repeats"]), measured, float(data["min_gain"]))
+        dropped = tuple(Drop(int(d["trial"]), int(d["after"]), str(d["why"])) for d in data.get("dropped", []))
+        end = data.get("end")
+        return cls(
+            tuple(data["trials"]), int(data["repeats"]), measured, float(data["min_gain"]), dropped,
+            None if end is None else int(end), str(data.get("end_why", "")),
+        )

@@ -31,12 +31,17 @@ def _trial(asked, ran, ips, role=None):
     return create_trial(state=TrialState.COMPLETE, value=ips, user_attrs=user)
 
 
-def _study(rec_asked, rec_ran=None, base_ran=None, repeats=3):
-    """Trial 0 the baseline, trial 1 the recommendation, and complete finals in which trial 1 wins 2x."""
+def _study(rec_asked, rec_ran=None, base_ran=None, repeats=3, fake=False):
+    """Trial 0 the baseline, trial 1 the recommendation, and complete finals in which trial 1 wins 2x (with
+    ``fake``: the finals measured the Fake trainer's speeds, as the ablation will, wobble included)."""
     s = optuna.create_study(direction="maximize")
     s.add_trial(_trial(BASE, base_ran or BASE, 10.0, role="baseline"))
     s.add_trial(_trial(rec_asked, rec_ran or rec_asked, 20.0))
-    measured = [Repeat(r, t, Status.OK, 10.0 * (t + 1) + r) for r in range(repeats) for t in (0, 1)]
+    speeds = (Fake().speed(BASE), Fake().speed(rec_asked)) if fake else None
+    measured = [
+        Repeat(r, t, Status.OK, speeds[t] * (1.0, 0.98, 1.02)[r % 3] if speeds else 10.0 * (t + 1) + r)
+        for r in range(repeats) for t in (0, 1)
+    ]
     s.set_user_attr("finals", Finals((0, 1), repeats, tuple(measured), 0.05).to_attr())
     return s
 
@@ -88,14 +93,15 @@ def test_the_changes_are_the_knobs_asked_differently_less_those_the_trainer_ran_
 
 def test_two_changes_make_two_steps_the_bigger_gain_first_each_measured_in_every_round():
     rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram"})
-    study, fake = _study(rec), Fake()
+    study, fake = _study(rec, fake=True), Fake()
     labels = []
     done = _run(study, fake, started=lambda label, knobs: labels.append(label))
     assert len(done.probes) == 2 * 3 // 2 - 1  # n(n+1)/2 - 1 ordering measurements for n = 2
     assert done.path == (("imgsz",), ("cache",))  # imgsz doubles, cache gains 1.5x: imgsz first
     assert labels[:2] == ["ordering: imgsz 640 -> 320 from the baseline", "ordering: cache none -> ram from the baseline"]
-    assert labels[2:5] == ["round 1/3: baseline", "round 1/3: step 1: imgsz 640 -> 320", "round 1/3: step 2: cache none -> ram"]
-    assert done.complete and len(done.measured) == 3 * 3
+    # the ends' rounds come from the finals, step 1's first round from its ordering measurement: 2 new measurements
+    assert labels[2:] == ["round 2/3: step 1: imgsz 640 -> 320", "round 3/3: step 1: imgsz 640 -> 320"]
+    assert done.complete and len(done.measured) == 3 * 3 and "reused" in done.notes[-1]
     assert all(m.status is Status.OK for m in done.measured)
     steps = done.steps()
     assert [s.text() for s in steps] == ["imgsz 640 -> 320", "cache none -> ram"]
@@ -107,10 +113,10 @@ def test_two_changes_make_two_steps_the_bigger_gain_first_each_measured_in_every
 def test_greedy_order_costs_n_n_plus_1_over_2_minus_1_measurements():
     rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram", "batch": 32})
     fake = Fake()
-    done = _run(_study(rec), fake)
+    done = _run(_study(rec, fake=True), fake)
     assert len(done.probes) == 3 * 4 // 2 - 1  # 3 from the baseline, then 2
     assert done.path == (("imgsz",), ("cache",), ("batch",))
-    assert len(fake.log) == 5 + 4 * 3
+    assert len(fake.log) == 5 + 2 * 2  # the two middle steps' rounds 2 and 3: the rest is reused
     cumulative = [s.cumulative for s in done.steps()]
     assert cumulative == sorted(cumulative) and cumulative[-1] == pytest.approx(done.total())
 
@@ -118,11 +124,11 @@ def test_greedy_order_costs_n_n_plus_1_over_2_minus_1_measurements():
 def test_more_than_four_changes_keep_knob_order_and_say_so():
     rec = Knobs(**{**BASE.to_dict(), "model": "yolov5s", "imgsz": 320, "batch": 32, "workers": 2, "cache": "ram"})
     fake = Fake()
-    done = _run(_study(rec), fake)
+    done = _run(_study(rec, fake=True), fake)
     assert len(done.changes) == MAX_ORDERED + 1 and done.probes == ()
     assert [k for (k,) in done.path] == ["model", "imgsz", "batch", "workers", "cache"]
     assert "more than 4: the path keeps knob order" in done.notes[0]
-    assert len(fake.log) == 6 * 3  # no ordering measurement, the path in 3 rounds
+    assert len(fake.log) == 4 * 3  # no ordering measurement, the 4 middle configs in 3 rounds (the ends: the finals')
     steps = done.steps()
     assert math.prod(s.speedup for s in steps) == pytest.approx(done.total(), rel=1e-12)
     assert steps[3].verdict.startswith(NO_GAIN)  # workers 8 -> 2 changes nothing here
@@ -163,24 +169,24 @@ def test_verdict_needs_an_interval_above_one_and_the_min_gain():
 
 
 def test_an_interrupted_ablation_resumes_without_measuring_again():
-    rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram"})
-    study, fake = _study(rec), Fake()
+    rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram", "batch": 32})
+    study, fake = _study(rec, fake=True), Fake()
 
     def interrupted(knobs):
-        if len(fake.log) == 4:  # two ordering measurements and two of round 1
+        if len(fake.log) == 6:  # five ordering measurements and one of round 2
             raise KeyboardInterrupt
         return fake(knobs)
 
     with pytest.raises(KeyboardInterrupt):
         _run(study, interrupted)
     kept = Ablation.from_attr(study.user_attrs["ablation"])
-    assert len(kept.probes) == 2 and kept.path and len(kept.measured) == 2
+    assert len(kept.probes) == 5 and kept.path and len(kept.measured) == 3 * 2 + 2 + 1  # ends, reused round 1, one new
     begun = []
     done = _run(study, fake, begin=lambda changes, repeats: begun.append(changes))
-    assert len(fake.log) == 2 + 3 * 3 and done.complete  # nothing measured twice
-    assert begun == [("imgsz 640 -> 320", "cache none -> ram")]
+    assert len(fake.log) == 5 + 2 * 2 and done.complete  # nothing measured twice
+    assert begun == [("imgsz 640 -> 320", "batch 16 -> 32", "cache none -> ram")]
     again = _run(study, fake, begin=lambda changes, repeats: pytest.fail("nothing left to measure"))
-    assert again == done and len(fake.log) == 11
+    assert again == done and len(fake.log) == 9
 
 
 def test_one_change_is_the_finals_and_a_kept_baseline_has_no_ablation():
@@ -230,7 +236,7 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
     assert {c.text() for c in done.changes} == {"imgsz 128 -> 96", "batch 4 -> 2"} and done.dropped == ()
     assert len(done.probes) == 2 and all(p.status is Status.OK for p in done.probes)
     steps = done.steps()
-    assert len(steps) == 2 and len(done.measured) == 2 * 3
+    assert len(steps) == 2 and len(done.measured) == 2 * 3  # the ends' from the finals, step 1's first from its ordering
     assert all(m.status is Status.OK and m.images_per_s > 0 for m in done.measured)  # every config ok in every round
     assert done.configs()[0] == records(study)[0].result.requested and done.configs()[-1] == records(study)[1].result.requested
     assert abs(math.prod(s.speedup for s in steps) - done.total()) < 1e-9  # the table sums to the full change

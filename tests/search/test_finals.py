@@ -53,7 +53,7 @@ def _measure_by_batch(speeds, order):
 
 def test_rounds_interleave_the_baseline_and_every_finalist_and_store_each_measurement(study):
     order = []
-    speeds = {8: [10.0, 9.0, 11.0], 16: [15.0, 13.5, 16.5], 4: [10.5, 8.0, 12.0]}
+    speeds = {8: [10.0, 9.0, 11.0], 16: [15.0, 13.5, 16.5], 4: [10.5, 9.9, 12.0]}  # both clear the bar: every round runs
     finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
     assert order == [8, 16, 4] * 3
     assert finals.complete and len(finals.measured) == 9
@@ -63,7 +63,7 @@ def test_rounds_interleave_the_baseline_and_every_finalist_and_store_each_measur
     result = outcome(study)
     assert result.recommended.number == 1 and result.speedup.median == pytest.approx(1.5)
     assert result.speedup.low == pytest.approx(1.5) and result.speedup.certain
-    assert result.finals.speedups()[5].low < 1.0  # trial 5 (batch 4) is not certain
+    assert result.finals.speedups()[5].low == pytest.approx(1.05)  # trial 5 (batch 4) clears, with a lower median
 
 
 def test_no_certain_gain_recommends_the_baseline(study):
@@ -83,7 +83,7 @@ def test_a_failed_repeat_is_stored_with_its_status_and_leaves_its_round_out(stud
 
 def test_interrupted_finals_resume_where_they_stopped(study):
     order = []
-    speeds = {8: [10.0, 10.0], 16: [20.0, 20.0], 4: [5.0, 5.0]}
+    speeds = {8: [10.0, 10.0], 16: [20.0, 20.0], 4: [12.0, 12.0]}
     measure = _measure_by_batch(speeds, order)
 
     def interrupted(knobs):
@@ -113,3 +113,46 @@ def test_new_finalists_keep_the_earlier_finals_measurements(study):
     finals = finals_mod.run(study, records(study), 2, 2, _measure_by_batch(speeds, []))
     assert finals.trials == (0, 1, 5) and len(finals.measured) == 6
     assert study.user_attrs["finals_previous"] == [first]
+
+
+def test_a_finalist_whose_round_misses_the_bar_is_dropped_and_the_decision_is_the_full_rounds(study):
+    order = []
+    speeds = {8: [10.0, 10.0, 10.0], 16: [13.0, 11.0, 12.0], 4: [9.0, 30.0, 30.0]}  # batch 4 at 0.9x in round 1
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4, 8, 16, 8, 16]  # batch 4 never again: min-max can only fall
+    assert [d.trial for d in finals.dropped] == [5] and finals.dropped[0].after == 0
+    assert finals.complete and finals.rounds == 3 and finals.decision().choice == 1
+    assert Finals.from_attr(study.user_attrs["finals"]) == finals
+    assert any("dropped after round 1" in line for line in finals.notes())
+
+
+def test_when_no_finalist_can_clear_the_bar_the_finals_end(study):
+    order = []
+    speeds = {8: [10.0] * 3, 16: [9.0] * 3, 4: [9.5] * 3}
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4] and finals.end == 1 and finals.complete
+    assert outcome(study).keep_settings
+
+
+def test_a_lone_leader_far_above_the_bar_skips_the_last_round_and_a_close_one_does_not(study):
+    order = []
+    speeds = {8: [10.0] * 3, 16: [20.0, 20.5, 20.0], 4: [9.0] * 3}
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4, 8, 16] and finals.end == 2 and "chance" in finals.end_why
+    assert outcome(study).recommended.number == 1 and outcome(study).speedup.rounds == 2
+
+    close = optuna.create_study(direction="maximize")
+    for t in study.get_trials():
+        close.add_trial(create_trial(state=t.state, value=t.value, user_attrs={k: v for k, v in t.user_attrs.items() if k != "finals"}))
+    order = []
+    speeds = {8: [10.0] * 3, 16: [10.6, 10.7, 10.6], 4: [9.0] * 3}  # 6-7% above the bar: a third round could miss it
+    finals = finals_mod.run(close, records(close), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4, 8, 16, 8, 16] and finals.end is None
+
+
+def test_a_changed_bar_looks_at_the_drops_again(study):
+    speeds = {8: [10.0] * 6, 16: [10.3] * 6, 4: [10.4] * 6}
+    finals = finals_mod.run(study, records(study), 2, 2, _measure_by_batch(speeds, []), min_gain=0.05)
+    assert finals.end == 1 and len(finals.measured) == 3
+    finals = finals_mod.run(study, records(study), 2, 2, _measure_by_batch(speeds, []), min_gain=0.0)
+    assert finals.complete and not finals.dropped and len(finals.measured) == 6 and finals.decision().choice == 5

@@ -1,0 +1,92 @@
+"""Sequential finals: stop measuring once the decision cannot change, or almost surely will not.
+
+The finals' rule (:func:`speedopt.speedup.decide`) claims a gain only when every paired round beat the
+baseline by ``min_gain``: the interval is the min-max of the per-round ratios, and more rounds can only
+lower its low end. So after any round:
+
+- **a finalist whose lowest ratio already misses the bar can never be recommended**: it is dropped, and
+  not measured again. This is exact: the decision is the one all ``repeats`` rounds would give (no
+  added error);
+- **when every finalist is dropped**, the finals end: "keep your settings" is already certain (exact too);
+- **when one finalist is left, it clears the bar, and at least 2 rounds are in**, the remaining rounds are
+  skipped when the chance that any of them falls below the bar is under :data:`ALPHA` (5%), under a
+  normal model of the paired log-ratios: the mean of its log-ratios, and their standard deviation
+  pooled over every finalist's paired rounds, never below :data:`SIGMA_FLOOR` (paired ratios on a
+  2-core machine moved 3-30% between rounds). The predictive spread of a new round is
+  sigma x sqrt(1 + 1/n); the chance of a miss in ``k`` more rounds is bounded by k times one round's
+  (Bonferroni). **Error rate:** the early decision differs from the full rounds' in at most 5% of
+  searches where the model holds; where several finalists clear the bar, the rounds all run (which
+  leads could still swap).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from speedopt.study import Drop, Finals
+
+#: The largest chance, per finals, that skipping the remaining rounds changes the decision.
+ALPHA = 0.05
+#: The least standard deviation of a paired log-ratio assumed, whatever the rounds so far show.
+SIGMA_FLOOR = 0.10
+
+
+def _ratios(finals: Finals, trial: int, upto: int) -> list[float]:
+    """The paired ratios of ``trial`` to the baseline in rounds ``0..upto`` (those where both measured ok)."""
+    pairs = zip(finals.series(trial)[: upto + 1], finals.series(finals.baseline)[: upto + 1])
+    return [c / b for c, b in pairs if c is not None and b is not None and b > 0]
+
+
+def _sigma(finals: Finals, upto: int) -> float:
+    """The pooled standard deviation of the finalists' paired log-ratios, floored at :data:`SIGMA_FLOOR`."""
+    squares, dof = 0.0, 0
+    for trial in finals.trials[1:]:
+        logs = [math.log(r) for r in _ratios(finals, trial, upto)]
+        if len(logs) >= 2:
+            mean = statistics.fmean(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            dof += len(logs) - 1
+    return max(SIGMA_FLOOR, math.sqrt(squares / dof) if dof else 0.0)
+
+
+def miss_chance(finals: Finals, trial: int, upto: int) -> float:
+    """The chance (bounded, normal model) that a round after ``upto`` puts ``trial``'s ratio below the bar."""
+    logs = [math.log(r) for r in _ratios(finals, trial, upto)]
+    left = finals.repeats - upto - 1
+    if not logs or left <= 0:
+        return 0.0
+    spread = _sigma(finals, upto) * math.sqrt(1.0 + 1.0 / len(logs))
+    z = (math.log(1.0 + finals.min_gain) - statistics.fmean(logs)) / spread
+    return min(1.0, left * 0.5 * math.erfc(-z / math.sqrt(2.0)))
+
+
+def look(finals: Finals, round_: int) -> Finals:
+    """The finals after ``round_`` (0-based) is complete: finalists dropped, or the rounds ended, where due."""
+    if finals.end is not None or not finals.round_done(round_):
+        return finals
+    bar = 1.0 + finals.min_gain
+    drops = list(finals.dropped)
+    for trial in finals.active(round_)[1:]:
+        ratios = _ratios(finals, trial, round_)
+        if ratios and (min(ratios) <= 1.0 or min(ratios) < bar):
+            why = (f"its round-{ratios.index(min(ratios)) + 1} ratio {min(ratios):.2f}x already misses the bar "
+                   f"({bar:.2f}x in every round): it cannot be recommended")
+            drops.append(Drop(trial, round_, why))
+    finals = replace(finals, dropped=tuple(drops))
+    left = finals.active(round_ + 1)
+    if round_ + 1 >= finals.repeats:
+        return finals
+    if not left:
+        return replace(finals, end=round_ + 1, end_why="no finalist can clear the bar any more: keep your settings")
+    leaders = left[1:]
+    ratios = _ratios(finals, leaders[0], round_) if len(leaders) == 1 else []
+    if len(ratios) >= 2 and min(ratios) > 1.0 and min(ratios) >= bar:
+        chance = miss_chance(finals, leaders[0], round_)
+        if chance < ALPHA:
+            why = (f"trial {leaders[0]} is the one finalist left and clears the bar in every round; the chance that a "
+                   f"round left would miss it is {100 * chance:.1f}% (< {100 * ALPHA:.0f}%, normal model, sigma "
+                   f"{_sigma(finals, round_):.2f} pooled, floor {SIGMA_FLOOR:.2f})")
+            return replace(finals, end=round_ + 1, end_why=why)
+    return finals
