@@ -35,11 +35,16 @@ class _Tracker:
         self.best_number: int | None = None
 
     def begin(self, plan: SearchPlan, so_far: SearchOutcome) -> None:
-        self.total, self.done = plan.protocol.trials, so_far.complete
+        self.total, self.done = plan.protocol.trials, so_far.complete + so_far.pruned
         if so_far.baseline and so_far.baseline.result.ok:
             self.baseline = so_far.baseline.images_per_s
         if so_far.best:
             self.best, self.best_number = so_far.best.images_per_s, so_far.best.number
+
+    def pruned(self) -> None:
+        """A trial pruned part-way: it ran, and counts toward --trials."""
+        self.durations.append(time.monotonic() - self.trial_started)
+        self.done += 1
 
     def finish(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         self.durations.append(time.monotonic() - self.trial_started)
@@ -128,6 +133,10 @@ class PlainView(View):
         )
         if result.ok and (verdict.map50_95 is not None or verdict.feasibility is not Feasibility.FEASIBLE):
             self._say(f"    accuracy: {verdict.reason}")
+
+    def trial_pruned(self, number: int, why: str) -> None:
+        self.track.pruned()
+        self.note(f"trial {number}: {why}")
 
     def note(self, message: str) -> None:
         self._say(f"  {message}")

@@ -64,7 +64,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
-    parser.add_argument("--trials", type=integer, default=defaults.TRIALS, help=f"complete trials the study should hold, baseline included (default {defaults.TRIALS})")
+    parser.add_argument("--trials", type=integer, default=defaults.TRIALS, help=f"trials the study runs, baseline included (default {defaults.TRIALS}): a trial pruned part-way counts "
+                        "(it ran the trainer); a config skipped before it ran (measured before, or bounded below the best) does not")
     parser.add_argument("--timeout", type=seconds, default=None, help="stop starting new trials after this many seconds")
     add_storage(parser)
     add_study(parser, default_help="<dataset>-<gpu-or-cpu>-<hash of dataset and machine>")

@@ -166,7 +166,7 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Cal
             result = memory_mod.record(measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)
         except optuna.TrialPruned as exc:
             trial.set_user_attr(schema.PRUNED_CONFIG, knobs.to_dict())
-            view.note(f"trial {trial.number}: {exc}")
+            view.trial_pruned(trial.number, str(exc))
             raise
         stored = result.to_dict()
         stored["log_tail"] = stored["log_tail"][-2000:]

@@ -56,11 +56,12 @@ if TYPE_CHECKING:
 
 
 def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
-    """Create (or resume, or join) the study and run trials until it holds its target of complete ones.
+    """Create (or resume, or join) the study and run trials until it holds its target (complete trials and those
+    pruned part-way: :func:`~speedopt.search._stop.spent`).
 
     Several processes may share one study: a trial that would exceed the target because another
     worker took the last slot is pruned before it measures, and each process stops starting trials
-    once complete and running trials reach the target (Optuna's MaxTrialsCallback) or ``plan.timeout_s``
+    once spent and running trials reach the target (:func:`~speedopt.search._stop.max_trials`) or ``plan.timeout_s``
     passes. It then waits for the other workers' running trials: one whose worker died is failed once
     its heartbeat is stale and retried here, so no process leaves the study short while a trial can
     still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.
@@ -94,7 +95,7 @@ def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[obj
 
 def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts) -> None:
     """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings."""
-    from speedopt.search._stop import complete, full, guarded, stop_at_ceiling
+    from speedopt.search._stop import full, guarded, spent, stop_at_ceiling
 
     p = plan.protocol
     inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
@@ -117,7 +118,7 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
             stop(study, trial)
 
         _fill(study, storage, one_trial, plan, view, after_trial)
-    if plan.create and (complete(study) >= p.trials or schema.read_stopped(study)):
+    if plan.create and (spent(study) >= p.trials or schema.read_stopped(study)):
         _finals(plan, study, view, inputs)
         _ablation(plan, study, view, inputs)
         if plan.ends:
@@ -176,7 +177,7 @@ def _fill(
 ) -> None:
     """Run trials until the study holds its target, waiting out other workers' trials that may still be retried;
     ``after_trial`` runs after each trial is stored (an Optuna callback)."""
-    from speedopt.search._stop import complete, full, max_trials
+    from speedopt.search._stop import full, max_trials, spent
 
     target = plan.protocol.trials
     deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s
@@ -189,7 +190,7 @@ def _fill(
             return
         if not full(study, target):
             study.optimize(one_trial, timeout=left, callbacks=[max_trials(target), after_trial], gc_after_trial=False)
-        if complete(study) >= target or schema.read_stopped(study):
+        if spent(study) >= target or schema.read_stopped(study):
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
@@ -198,7 +199,7 @@ def _fill(
             return  # trials no process here can judge (another host, no heartbeat): they are theirs to finish
         if running and running != said:
             view.note(
-                f"waiting for trial(s) {', '.join(map(str, running))} on other workers: the study needs {target} complete; "
+                f"waiting for trial(s) {', '.join(map(str, running))} on other workers: the study needs {target} run; "
                 f"a trial whose worker died is retried here after its {GRACE_S} s heartbeat grace"
             )
             said = running

@@ -1,10 +1,11 @@
 """Every rule that stops a search or skips a config, and what each is meant to save.
 
-- **the budget** (:func:`max_trials`, :func:`full`, and the run's ``--timeout``): no trial past the study's
-  target, shared by every worker, and none started after the timeout;
+- **the budget** (:func:`max_trials`, :func:`full`, :func:`spent`, and the run's ``--timeout``): no trial past
+  the study's target, shared by every worker, and none started after the timeout; a trial pruned part-way
+  counts (it ran the trainer), a config skipped before it ran does not;
 - **the full-study prune** (:func:`guarded`): a worker that lost the race for the last slot measures nothing;
 - **the skip** (:class:`Skips`): a config measured before, or one its ceilings bound below the best, is not
-  measured again; :data:`DUPLICATE_LIMIT` such proposals in a row stop the search (the space is used up);
+  measured again (never on ceilings a trial has beaten: :func:`beaten`); :data:`DUPLICATE_LIMIT` such proposals in a row stop the search (the space is used up);
 - **the pruner** (:class:`BestMargin`, fed by :func:`reporting`): a trial clearly slower than the best stops
   part-way through its measured window;
 - **stop at the ceiling** (:func:`stop_at_ceiling`, :func:`reached`, :func:`space_reached`): the search
@@ -24,7 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from speedopt.knobs import Knobs
-from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult
+from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult, key_of
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -51,17 +52,36 @@ def complete(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
 
+def measured_pruned(trial: FrozenTrial) -> bool:
+    """A trial the pruner stopped part-way: it ran the trainer (it reported steps), so it spent budget. A config
+    skipped before it ran (measured before, hopeless, the study full) reported nothing and spent none."""
+    return trial.state == TrialState.PRUNED and bool(trial.intermediate_values)
+
+
+def spent(study: optuna.Study) -> int:
+    """The trials that count toward ``--trials``: complete ones and those pruned part-way (they ran too)."""
+    return sum(t.state == TrialState.COMPLETE or measured_pruned(t) for t in study.get_trials(deepcopy=False))
+
+
 def full(study: optuna.Study, target: int) -> bool:
-    """The study holds its target: complete trials, or complete and running ones with nothing queued."""
-    states = [t.state for t in study.get_trials(deepcopy=False)]
-    done, running = states.count(TrialState.COMPLETE), states.count(TrialState.RUNNING)
-    return done >= target or (done + running >= target and TrialState.WAITING not in states)
+    """The study holds its target: spent trials (:func:`spent`), or those and running ones with nothing queued."""
+    trials = study.get_trials(deepcopy=False)
+    done = sum(t.state == TrialState.COMPLETE or measured_pruned(t) for t in trials)
+    running = sum(t.state == TrialState.RUNNING for t in trials)
+    return done >= target or (done + running >= target and all(t.state != TrialState.WAITING for t in trials))
 
 
-def max_trials(target: int) -> optuna.study.MaxTrialsCallback:
-    """Saves trials past the target: the loop stops starting trials once complete and running ones reach it
-    (Optuna's MaxTrialsCallback; the run's ``--timeout`` goes to ``Study.optimize`` beside it)."""
-    return optuna.study.MaxTrialsCallback(target, states=(TrialState.COMPLETE, TrialState.RUNNING))
+def max_trials(target: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Saves trials past the target: the loop stops starting trials once spent and running ones reach it (as
+    Optuna's MaxTrialsCallback, counting a trial pruned part-way: ``--trials 6`` runs the trainer at most 6
+    times; the run's ``--timeout`` goes to ``Study.optimize`` beside it)."""
+
+    def check(study: optuna.Study, trial: FrozenTrial) -> None:
+        trials = study.get_trials(deepcopy=False)
+        if sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in trials) >= target:
+            study.stop()
+
+    return check
 
 
 def guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable[[optuna.Trial], float]:
@@ -70,9 +90,9 @@ def guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable
 
     def run_one(trial: optuna.Trial) -> float:
         others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
-        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) for t in others)
+        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in others)
         if busy >= target:
-            raise optuna.TrialPruned(f"the study already has {target} trials complete or running")
+            raise optuna.TrialPruned(f"the study already has {target} trials run or running")
         return objective(trial)
 
     return run_one
@@ -88,6 +108,23 @@ def duplicate_of(study: optuna.Study, asked: Knobs, request: TrialRequest | Tria
     for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
         if t.user_attrs.get(schema.PRUNED_CONFIG) == asked.to_dict():
             return t.number
+    return None
+
+
+def beaten(study: optuna.Study) -> str | None:
+    """Why this study's ceilings do not hold (None: no trial beat them): a trial measured above min(its ceilings)
+    beyond both intervals (:meth:`Ceilings.fault`). Then no rule skips or stops on any ceiling: the same cause
+    (a ceiling job that ran other than the trials, or a trial that ran other than the real run) may bias them all."""
+    known = schema.read_ceilings(study)
+    if not known:
+        return None
+    for r in records(study):
+        if not r.result.ok:
+            continue
+        found = Ceilings(known.get(f"data|{key_of('data', r.config)}"), known.get(f"compute|{key_of('compute', r.config)}"))
+        fault = found.fault(r.images_per_s, r.result.ci_rel)
+        if fault is not None:
+            return f"trial {r.number}: {fault}"
     return None
 
 
@@ -119,7 +156,10 @@ class Skips:
             trial.set_user_attr(schema.DUPLICATE_OF, earlier)
             return f"config already measured in trial {earlier}"
         runs = request.knobs if isinstance(request, TrialRequest) else knobs
-        why = hopeless(runs, schema.read_ceilings(trial.study), best_feasible(trial.study), self.plan.protocol.prune_margin)
+        known = schema.read_ceilings(trial.study)
+        if not known or beaten(trial.study) is not None:
+            return None  # no ceilings, or ceilings a trial beat: they bound nothing, so they skip nothing
+        why = hopeless(runs, known, best_feasible(trial.study), self.plan.protocol.prune_margin)
         if why is not None:
             trial.set_user_attr(schema.PRUNED, why)
             trial.set_user_attr(schema.PRUNED_CONFIG, knobs.to_dict())
@@ -236,7 +276,9 @@ def stop_at_ceiling(
     """Saves the trials after the best is as fast as this machine allows (``--stop-at-ceiling``): an Optuna
     callback (after each trial is stored) that, when the trial just finished is the best feasible one, stops
     the study once it reaches the share of the highest bound in the space (every config bounded by its ceilings),
-    or of min(its own ceilings, found or measured now by ``ceilings_of``) where no knob the search varies moves them."""
+    or of min(its own ceilings, found or measured now by ``ceilings_of``) where no knob the search varies moves them.
+    Never once any trial beat its ceilings (:func:`beaten`)."""
+    said: set[str] = set()
 
     def check(study: optuna.Study, trial: FrozenTrial) -> None:
         best = best_trial(records(study))
@@ -244,6 +286,12 @@ def stop_at_ceiling(
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
         ci = best.result.ci_rel
+        fault = beaten(study)
+        if fault is not None:  # a ceiling some trial beat: no stop on any ceiling of this study
+            if fault not in said:
+                view.note(fault)
+                said.add(fault)
+            return
         ranking = schema.read_ranking(study)
         why = space_reached(best.images_per_s or 0.0, ranking, plan.protocol.stop_at_ceiling, ci)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share

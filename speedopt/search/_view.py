@@ -32,6 +32,10 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
     def trial_finished(self, number: int, result: TrialResult, baseline: bool, verdict: Verdict) -> None:
         """A trial ended, with its accuracy verdict."""
 
+    def trial_pruned(self, number: int, why: str) -> None:
+        """The pruner stopped a trial part-way (it ran, and counts toward ``--trials``); by default a :meth:`note`."""
+        self.note(f"trial {number}: {why}")
+
     def note(self, message: str) -> None:
         """One line on what the search is doing or waiting for: the host lock held by another process, the label
         caches or a memory fit being built, ceiling jobs, other workers' trials, why a trial was pruned."""

@@ -55,6 +55,7 @@ class SearchOutcome:
     finals: Finals | None = None  # the leaders re-measured beside the baseline, when run
     stopped: str | None = None  # why the search stopped before its target (the space was used up)
     failed: tuple[FailedTrial, ...] = ()  # trials whose run ended early (interrupted, killed), with their retries
+    pruned: int = 0  # trials the pruner stopped part-way: they ran, and count toward --trials
 
     @property
     def complete(self) -> int:
@@ -98,8 +99,9 @@ class SearchOutcome:
         return self.probed[0].baseline_map50_95 if self.probed else None
 
     def counts_text(self) -> str:
-        """``3 ok, 1 infeasible``."""
-        return ", ".join(f"{n} {s.value}" for s, n in sorted(self.by_status.items(), key=lambda item: item[0].value))
+        """``3 ok, 1 infeasible`` (``, 2 pruned part-way`` where the pruner stopped any)."""
+        counts = [f"{n} {s.value}" for s, n in sorted(self.by_status.items(), key=lambda item: item[0].value)]
+        return ", ".join([*counts, *([f"{self.pruned} pruned part-way"] if self.pruned else [])])
 
     def failed_text(self) -> str:
         """``; 1 ended early (trial 3 retried as trial 10)``, or "" when every trial ran to its end."""
@@ -127,6 +129,8 @@ def recommended_trial(trials: Iterable[TrialRecord], finals: Finals | None) -> T
 
 def outcome(study: optuna.Study) -> SearchOutcome:
     """Summarise a study from its stored trials."""
+    from optuna.trial import TrialState
+
     done = records(study)
     by_status: dict[Status, int] = {}
     probed: dict[str, ProbedSignature] = {}
@@ -157,6 +161,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         finals=read_finals(study),
         stopped=read_stopped(study),
         failed=failed_trials(study),
+        pruned=sum(t.state == TrialState.PRUNED and bool(t.intermediate_values) for t in study.get_trials(deepcopy=False)),
     )
 
 

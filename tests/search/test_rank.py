@@ -128,3 +128,36 @@ def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(dem
 
 def study_space(study: optuna.Study) -> Space:
     return Space.from_dict(study.user_attrs["space"])
+
+
+def test_once_a_trial_beats_its_ceilings_no_ceiling_skips_or_stops():
+    """Issue 30: a rule acts only on ceilings that hold; one trial above min(its ceilings) beyond both
+    intervals voids them all (:func:`speedopt.search._stop.beaten`)."""
+    from optuna.trial import TrialState, create_trial
+
+    from speedopt.measure import TrialResult
+    from speedopt.search._stop import beaten
+
+    grid = rank.configs(_space(model=("yolov5n", "yolov5s")))
+    assert grid is not None
+    small, large = grid
+    study = optuna.create_study(direction="maximize")
+    for name, ceiling in _known({(0, "none"): 1000.0}, {"yolov5n": 50.0, "yolov5s": 10.0}, grid).items():
+        schema.write_ceiling(study, name, ceiling)
+
+    def add(rate: float, ci: float) -> None:
+        result = TrialResult(Status.OK, "", small, small, "cpu", "ultralytics", images_per_s=rate, ci_rel=ci)
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=rate, user_attrs={**result.to_dict(), "feasible": True}))
+
+    add(52.0, 0.05)  # above the compute ceiling 50, but within the intervals: the ceilings may hold
+    assert beaten(study) is None
+    assert hopeless(large, schema.read_ceilings(study), 52.0, 0.5) is not None  # so the skip may act
+    add(60.0, 0.03)  # 60 x 0.97 = 58.2 > 50 x 1.02 = 51: beaten
+    why = beaten(study)
+    assert why is not None and why.startswith("trial 1: measurement fault") and "60.0 images/s" in why
+    from types import SimpleNamespace
+
+    from speedopt.search._stop import Skips
+
+    skips = Skips(SimpleNamespace(protocol=SimpleNamespace(prune_margin=0.5)))  # type: ignore[arg-type]
+    assert skips.why(study.ask(), large, large) is None  # bound 9.9 < half the best, yet measured: the bounds fail
