@@ -64,6 +64,19 @@ def _wait_ready(study: optuna.Study) -> bool:
     return True
 
 
+def prepared_first(plan: SearchPlan) -> dict[str, object] | None:
+    """The baseline on the prepared copy, as sampled params (None: the search varies no ``data``, or the baseline
+    trains on the copy already, or no copy exists at its imgsz). A search that prepared a copy measures it first."""
+    p = plan.protocol
+    domain = p.space.sampled().get("data")
+    if domain is None or "resized" not in (domain.choices or ()) or p.baseline.data == "resized":
+        return None
+    if not any(c.imgsz == p.baseline.imgsz for c in p.copies):
+        return None
+    sampled = p.space.sampled()
+    return {k: v for k, v in {**p.baseline.to_dict(), "data": "resized"}.items() if k in sampled}
+
+
 def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
     """First run of a study: the schema version and the protocol, baseline as trial 0, warm-start configs, reused probes."""
     notes = []
@@ -72,6 +85,11 @@ def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list
     sampled = plan.protocol.space.sampled()
     baseline = {k: v for k, v in plan.protocol.baseline.to_dict().items() if k in sampled}
     study.enqueue_trial(baseline, user_attrs={schema.ROLE: "baseline"})
+    copy = prepared_first(plan)
+    if copy is not None:
+        study.enqueue_trial(copy, user_attrs={schema.ROLE: "prepared"})
+        notes.append("data=resized (the prepared copy) is measured right after the baseline: no stop rule ends the "
+                     "search before the lever it prepared for is measured")
     warm = plan.protocol.warm_start
     for config in warm.configs if warm else ():
         study.enqueue_trial(

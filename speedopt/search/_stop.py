@@ -285,6 +285,8 @@ def stop_at_ceiling(
         sampled = set(plan.protocol.space.sampled())
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
             return
+        if any(t.user_attrs.get(schema.ROLE) == "prepared" and not t.state.is_finished() for t in study.get_trials(deepcopy=False)):
+            return  # the lever the search prepared a copy for is measured before any stop
         ci = best.result.ci_rel
         fault = beaten(study)
         if fault is not None:  # a ceiling some trial beat: no stop on any ceiling of this study

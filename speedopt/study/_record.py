@@ -57,7 +57,7 @@ class TrialRecord:
     number: int
     result: TrialResult
     feasibility: Feasibility
-    role: str | None = None  # "baseline", "warm-start" or None (sampled)
+    role: str | None = None  # "baseline", "prepared", "warm-start", "ceiling-rank" or None (sampled)
     source_trial: int | None = None  # warm start: the source study's trial
     signature: dict[str, Any] | None = None
     probe_map50: float | None = None

@@ -72,7 +72,7 @@ _ARTIFACT_ATTRS = (re.compile(r"artifacts:(?P<id>.*)", re.S), re.compile(r"dashb
 VERIFY = "verify"  # Verification.to_dict: the last verification
 
 # -- trial attrs ------------------------------------------------------------------------------------------
-ROLE = "role"  # "baseline", "warm-start", "ceiling-rank"; absent: sampled
+ROLE = "role"  # "baseline", "prepared" (the baseline on the prepared copy), "warm-start", "ceiling-rank"; absent: sampled
 SOURCE_TRIAL = "source_trial"  # warm start: the source study's trial
 BOUND = "bound"  # ceiling-rank: the bound its ceilings gave it
 PLANNED = (ROLE, SOURCE_TRIAL)  # what a retried trial keeps (the rest is what the failed run wrote)

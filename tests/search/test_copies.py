@@ -142,3 +142,49 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
     assert flat_attrs(trials["resized"].user_attrs)["image_long_side"] == 64
     assert flat_attrs(trials["original"].user_attrs)["image_long_side"] == 1280
     assert study.user_attrs["copies"][0]["format"] == "png"
+
+
+def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_stops_not_before(photos, tmp_path):
+    """Issue 30: the demo prepared a copy, then a stop rule ended the search before data=resized ran."""
+    from types import SimpleNamespace
+
+    import optuna
+    from optuna.trial import TrialState
+
+    from speedopt.measure import TrialResult
+    from speedopt.search._open import open_study, prepared_first
+    from speedopt.search._stop import stop_at_ceiling
+    from speedopt.status import Status
+    from speedopt.study import Ranking, open_storage, schema
+    from speedopt.study._storage import Need
+
+    _prepare(photos, "png")
+    p = plan(_config(photos, tmp_path, quality="off"))
+    assert prepared_first(p) == {"cache": "none", "data": "resized"}  # quality off: data and cache vary (the baseline's)
+    study, notes = open_study(p, open_storage(p.storage_url, Need.CREATE))
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs["role"] for t in queued] == ["baseline", "prepared"] and queued[1].system_attrs["fixed_params"]["data"] == "resized"
+    assert any("measured right after the baseline" in n for n in notes)
+    on_copy = dataclasses.replace(p.protocol, baseline=dataclasses.replace(p.protocol.baseline, data="resized"))
+    assert prepared_first(dataclasses.replace(p, protocol=on_copy)) is None  # the baseline trains on the copy already
+
+    # The space bound is reached after the baseline; the stop waits for the prepared trial, then acts.
+    base = study.ask()
+    knobs = p.protocol.baseline
+    result = TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=30.0, ci_rel=0.02)
+    for k, v in {**result.to_dict(), "feasible": True}.items():
+        base.set_user_attr(k, v)
+    study.tell(base, 30.0)
+    schema.write_ranking(study, Ranking(2, 2, True, "", space_bound=30.5))
+    check = stop_at_ceiling(SimpleNamespace(protocol=SimpleNamespace(stop_at_ceiling=0.95, space=p.protocol.space)),
+                            SimpleNamespace(note=lambda line: None), lambda knobs: None)  # type: ignore[arg-type]
+    frozen = study.get_trials()[base.number]
+    study.stop = lambda: None  # outside Study.optimize: the stop is read from the study's attr
+    check(study, frozen)
+    assert schema.read_stopped(study) is None  # the prepared trial still waits
+    prepared = study.ask()  # Optuna hands out the enqueued trials in order: the prepared one is next
+    assert prepared.user_attrs.get("role") == "prepared"
+    study.tell(prepared, state=TrialState.FAIL)
+    check(study, frozen)
+    assert "98% of the highest bound" in (schema.read_stopped(study) or "")
+    optuna.delete_study(study_name=study.study_name, storage=p.storage_url)
