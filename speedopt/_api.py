@@ -7,6 +7,7 @@ Each function returns typed records (frozen dataclasses) and raises
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -152,8 +153,10 @@ def search(
     doctor.refuse_fatal(config.device)  # a GPU that is not there, or one torch cannot use: before any storage
     planned = plan(config)
     if planned.to_prepare and planned.dataset is not None and planned.prepare_format:
+        started = time.monotonic()
         make_copies(planned.dataset, planned.to_prepare, planned.prepare_format, on_prepare)
-        planned = plan(config, planned.dataset)  # finds the copies now (the listing is kept), records them
+        took = time.monotonic() - started
+        planned = dataclasses.replace(plan(config, planned.dataset), prepare_s=took)  # finds the copies now, records them
     return run_search(planned, view)
 
 

@@ -237,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"warning: {problem}", highlight=False)
 
     out.print("measure it again:\n  " + rec.measure_again(), highlight=False)
+    _print_bill(out, result, args.epochs)
     if args.verify:
 
         def say(text: str) -> None:
@@ -259,6 +260,15 @@ def run_worker(args: argparse.Namespace) -> int:
     target = result.protocol.trials if result.protocol else result.complete
     print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()}){result.failed_text()}")
     return 0
+
+
+def _print_bill(out: Console, result: SearchOutcome, epochs: int) -> None:
+    """What the search cost, by stage, and when the saving pays it back."""
+    if not result.bill.seconds:
+        return
+    out.print(f"bill: {result.payback_text(epochs)}", highlight=False)
+    for line in result.bill.lines():
+        out.print(f"  {line}", highlight=False)
 
 
 def _print_finals(out: Console, result: SearchOutcome) -> None:

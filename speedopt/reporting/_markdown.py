@@ -21,6 +21,7 @@ from speedopt.reporting import _ablation as ablation
 from speedopt.reporting import _artifacts as artifacts_mod
 from speedopt.reporting._accuracy import accuracy_section
 from speedopt.reporting._analysis import bottlenecks_section, importance_section, report_figures
+from speedopt.reporting._bill import bill_section
 from speedopt.reporting._ceilings import ceilings_section
 from speedopt.reporting._filename import report_files
 from speedopt.reporting._full_run import projection_section, projections
@@ -74,7 +75,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     pb, pr = (projected.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + ablation.section(study, result, files.figures, files.link)
-    md += projection_section(epochs, pb, pr, val_notes, certain)
+    md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, pb, pr, epochs, certain)
     md += overhead_advice(pr or pb, p.engine == "yolov5", logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += command_section(recommendation(result), epochs)

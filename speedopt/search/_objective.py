@@ -25,6 +25,7 @@ from speedopt.knobs import Knobs
 from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
+from speedopt.search._clock import Clock
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
 from speedopt.status import Status
@@ -140,8 +141,10 @@ def _phases(trial: optuna.Trial, then: Callable[[TrialProgress], None]) -> Calla
     return progress
 
 
-def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Callable[[optuna.Trial], float]:
-    """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok)."""
+def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock: Clock | None = None) -> Callable[[optuna.Trial], float]:
+    """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok); its
+    memory fits and quality probes timed apart on ``clock`` (the study's bill)."""
+    clock = clock or Clock()
     from speedopt.search._stop import Skips, best_feasible
 
     skips = Skips(plan)
@@ -159,9 +162,10 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Cal
         view.trial_started(trial.number, knobs)
         prediction = None
         if isinstance(request, TrialRequest):
-            request, prediction = memory_mod.predicted(
-                trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.note
-            )
+            with clock.stage("memory fits"):
+                request, prediction = memory_mod.predicted(
+                    trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.note
+                )
         try:
             result = memory_mod.record(measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)
         except optuna.TrialPruned as exc:
@@ -173,7 +177,8 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs) -> Cal
         schema.write_measurement(trial, stored)
         if result.ok:
             trial.set_user_attr(schema.PHASE, "accuracy")  # quality probes, if its signature needs any
-            verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
+            with clock.stage("probes"):
+                verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
         else:
             verdict = not_measured(knobs, result.status)
         schema.write_verdict(trial, verdict.attrs())

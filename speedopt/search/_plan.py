@@ -49,6 +49,7 @@ class SearchPlan:
     dataset: Dataset | None = field(default=None, compare=False, repr=False)  # the listing, read once
     warm: bool = True  # jobs fork from one warm worker that imported the trainer once (speedopt.measure._warm)
     ends: bool = True  # after the finals, measure what the report reads (search._ends; no report: no use for them)
+    prepare_s: float = 0.0  # wall seconds this run spent making the copies (--prepare), for the study's bill
 
     @property
     def trial(self) -> TrialOptions:

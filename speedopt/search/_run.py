@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult, warm_worker
+from speedopt.measure import Ceilings, TrialResult, warm_worker
 from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget
 from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
+from speedopt.search._clock import Clock
 from speedopt.search._ends import ends
 from speedopt.search._interrupt import Interrupts
 from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
@@ -71,10 +72,13 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
         storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE)
         study, notes = open_study(plan, storage)
         interrupts = Interrupts()
+        clock = Clock()
+        clock.bind(study)
+        clock.add("prepare", plan.prepare_s)
         view.start(plan, outcome(study), notes)
         try:
             with _warm(plan, view):
-                _search(plan, study, storage, view, interrupts)
+                _search(plan, study, storage, view, interrupts, clock)
         except KeyboardInterrupt:
             retry_interrupted(study, storage, interrupts.trials)
             raise
@@ -93,12 +97,14 @@ def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[obj
     return warm_worker(p.engine, p.yolov5_dir, env, on_start=lambda: view.note(note), enabled=plan.warm)
 
 
-def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts) -> None:
-    """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings."""
+def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts, clock: Clock) -> None:
+    """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings; each stage
+    timed for the study's bill."""
     from speedopt.search._stop import full, guarded, spent, stop_at_ceiling
 
     p = plan.protocol
-    inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
+    with clock.stage("labels"):
+        inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
     target = ProbeTarget(
         p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
         p.copies[0].format if p.copies else "",
@@ -107,22 +113,32 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
         p.quality, target, p.baseline, storage,
         plan.study_name, on_wait=view.note, progress=view.trial_progress,
     )
-    one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs), p.trials))
+    one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs, clock), p.trials))
     if plan.create:
-        _rank(plan, study, view, inputs)
+        with clock.stage("ranking"):
+            _rank(plan, study, view, inputs)
     with interrupts.quiet():
-        stop = stop_at_ceiling(plan, view, lambda knobs: ceilings_mod.ceilings_of(plan, study, knobs, view, inputs))
+
+        def ceilings_of(knobs: Knobs) -> Ceilings | None:
+            with clock.stage("ceilings"):
+                return ceilings_mod.ceilings_of(plan, study, knobs, view, inputs)
+
+        stop = stop_at_ceiling(plan, view, ceilings_of)
 
         def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
             write_note(study, trial)  # the trial's one-screen summary in the dashboard
             stop(study, trial)
 
-        _fill(study, storage, one_trial, plan, view, after_trial)
+        with clock.stage("trials"):
+            _fill(study, storage, one_trial, plan, view, after_trial)
     if plan.create and (spent(study) >= p.trials or schema.read_stopped(study)):
-        _finals(plan, study, view, inputs)
-        _ablation(plan, study, view, inputs)
+        with clock.stage("finals"):
+            _finals(plan, study, view, inputs)
+        with clock.stage("ablation"):
+            _ablation(plan, study, view, inputs)
         if plan.ends:
-            ends(plan, study, view, inputs)
+            with clock.stage("ends"):
+                ends(plan, study, view, inputs)
     elif plan.create and full(study, p.trials):
         view.note("finals wait for trials still running on other workers: rerun this command when they are done")
 

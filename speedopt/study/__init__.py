@@ -15,6 +15,9 @@ from speedopt.study import _schema as schema
 from speedopt.study._ablation import Ablation
 from speedopt.study._ablation import Change as Change
 from speedopt.study._ablation import Probe as Probe
+from speedopt.study._bill import Bill as Bill
+from speedopt.study._bill import Stage as Stage
+from speedopt.study._bill import payback as payback
 from speedopt.study._ceilings import of_config as ceilings_of_config
 from speedopt.study._copies import COPY_FORMATS as COPY_FORMATS
 from speedopt.study._copies import LOSSLESS as LOSSLESS

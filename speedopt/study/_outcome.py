@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
+from speedopt.study._bill import Bill, payback
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
 from speedopt.study._recovery import FailedTrial, failed_trials
-from speedopt.study._schema import DATA, read_finals, read_protocol, read_stopped
+from speedopt.study._schema import DATA, read_bill, read_finals, read_protocol, read_stopped
 from speedopt.study._storage import open_storage, storage_errors, study_names
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class SearchOutcome:
     stopped: str | None = None  # why the search stopped before its target (the space was used up)
     failed: tuple[FailedTrial, ...] = ()  # trials whose run ended early (interrupted, killed), with their retries
     pruned: int = 0  # trials the pruner stopped part-way: they ran, and count toward --trials
+    bill: Bill = field(default_factory=Bill)  # what the search's runs spent, by stage
 
     @property
     def complete(self) -> int:
@@ -97,6 +99,23 @@ class SearchOutcome:
     def reference_map50_95(self) -> float | None:
         """The baseline's probed mAP50-95 (mean of two seeds), when any signature was probed."""
         return self.probed[0].baseline_map50_95 if self.probed else None
+
+    def saving_per_epoch(self) -> tuple[float | None, str]:
+        """Training seconds per epoch the recommendation saves over the baseline, from the finals' medians and the
+        train set's size (None without a claimed gain), and that basis in words: an estimate."""
+        decision, finals, p = self.decision, self.finals, self.protocol
+        if decision is None or decision.choice is None or finals is None or p is None or not p.dataset.train_images:
+            return None, ""
+        base, rec, n = finals.median(finals.baseline)[0], finals.median(decision.choice)[0], p.dataset.train_images
+        if not base or not rec:
+            return None, ""
+        basis = f"training only, an estimate: {n} train images at the finals' medians, {base:.1f} and {rec:.1f} images/s"
+        return n / base - n / rec, basis
+
+    def payback_text(self, epochs: int) -> str:
+        """What the search cost and after how many epochs the saving pays it back (:func:`~speedopt.study.payback`)."""
+        saving, basis = self.saving_per_epoch()
+        return payback(self.bill, saving, epochs, basis)
 
     def counts_text(self) -> str:
         """``3 ok, 1 infeasible`` (``, 2 pruned part-way`` where the pruner stopped any)."""
@@ -161,6 +180,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         finals=read_finals(study),
         stopped=read_stopped(study),
         failed=failed_trials(study),
+        bill=read_bill(study),
         pruned=sum(t.state == TrialState.PRUNED and bool(t.intermediate_values) for t in study.get_trials(deepcopy=False)),
     )
 

@@ -30,6 +30,7 @@ from speedopt.errors import UsageError
 from speedopt.knobs import shown
 from speedopt.measure import Ceiling, LabelCaches
 from speedopt.study._ablation import Ablation
+from speedopt.study._bill import Bill
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._rank import Ranking
@@ -56,6 +57,7 @@ CEILINGS_FOR = "ceilings_for"  # {"baseline": trial number, "recommended": trial
 RANKING = "ceiling_ranking"  # Ranking.to_dict (the protocol's ``ceiling_rank`` is the mode)
 MEMORY_FITS = "memory_fits"  # {memory key: MemoryFit.to_dict()} (speedopt.search's memory model)
 FINALS = "finals"  # Finals.to_attr
+BILL = "bill"  # Bill.to_attr: wall seconds per stage, summed over runs and workers
 FINALS_PREVIOUS = "finals_previous"  # [Finals.to_attr]: earlier finals of other finalists (the study grew)
 ABLATION = "ablation"  # Ablation.to_attr
 STOPPED = "stopped"  # why the search stopped before its target (None: it did not, or a resume samples again)
@@ -187,6 +189,18 @@ def read_memory_fits(study: optuna.Study) -> dict[str, dict[str, Any]]:
 
 def write_memory_fits(study: optuna.Study, fits: Mapping[str, Mapping[str, Any]]) -> None:
     study.set_user_attr(MEMORY_FITS, {key: dict(fit) for key, fit in fits.items()})
+
+
+def read_bill(study: optuna.Study) -> Bill:
+    """What the study's searches spent so far, by stage (empty before any)."""
+    return Bill.from_attr(study.user_attrs.get(BILL))
+
+
+def add_to_bill(study: optuna.Study, seconds: dict[str, float]) -> Bill:
+    """Add this process's seconds per stage to the study's bill (read, add, write: workers add up)."""
+    bill = read_bill(study).plus(seconds)
+    study.set_user_attr(BILL, bill.to_attr())
+    return bill
 
 
 def read_finals(study: optuna.Study) -> Finals | None:

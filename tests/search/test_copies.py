@@ -142,6 +142,8 @@ def test_a_search_with_prepare_measures_both_data_values_and_trains_the_copy(tmp
     assert flat_attrs(trials["resized"].user_attrs)["image_long_side"] == 64
     assert flat_attrs(trials["original"].user_attrs)["image_long_side"] == 1280
     assert study.user_attrs["copies"][0]["format"] == "png"
+    bill = study.user_attrs["bill"]  # issue 30: the search's own cost, by stage, the copy it made included
+    assert bill["prepare"] > 0 and bill["trials"] > 0 and "bill: this search took" in done.stdout
 
 
 def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_stops_not_before(photos, tmp_path):

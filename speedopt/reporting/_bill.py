@@ -1,0 +1,25 @@
+"""The report's bill: what the search cost, by stage, and after how many epochs its saving pays it back."""
+
+from __future__ import annotations
+
+from speedopt.reporting._projection import Projection
+from speedopt.study import SearchOutcome, payback
+
+
+def bill_section(result: SearchOutcome, pb: Projection | None, pr: Projection | None, epochs: int, certain: bool) -> list[str]:
+    """The search's own wall time by stage (every run and worker of the study), and its payback: from the
+    projections' epochs (training, validation and saves) where both exist and the gain is claimed, else from
+    the finals' medians (training only)."""
+    bill = result.bill
+    if not bill.seconds:
+        return []
+    if certain and pb is not None and pr is not None:
+        saving = pb.epoch_s - pr.epoch_s
+        text = payback(bill, saving, epochs, "the projected epochs of section 3, an estimate")
+    else:
+        text = result.payback_text(epochs)
+    lines = ["## What the search cost", "", text[0].upper() + text[1:] + ".", "", "| stage | wall time | share |", "|---|---|---|"]
+    total = bill.total_s or 1.0
+    for stage, seconds in sorted(bill.seconds.items(), key=lambda item: -item[1]):
+        lines.append(f"| {stage} | {seconds:.1f} s | {100 * seconds / total:.0f}% |")
+    return [*lines, f"| total | {bill.total_s:.1f} s | 100% |", ""]
