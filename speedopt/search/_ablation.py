@@ -17,7 +17,7 @@ measurement: the finals measured that path already. The study keeps it after eac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -68,16 +68,20 @@ def _label(ablation: Ablation, applied: Sequence[str], knob: str) -> str:
 
 def _fastest(
     ablation: Ablation, applied: list[str], remaining: list[str], measure: Measure, check: Check,
-    save: Callable[[Ablation], None], started: Started, finished: Finished,
+    save: Callable[[Ablation], None], started: Started, finished: Finished, known: Mapping[Knobs, TrialRecord],
 ) -> tuple[Ablation, str | None]:
-    """Each remaining single change measured once after ``applied`` (stored ones reused): the fastest that ran."""
+    """Each remaining single change measured once after ``applied`` (stored ones reused, and a search trial's
+    measurement of the same config, ``known``): the fastest that ran."""
     for knob in remaining:
         if ablation.probe(applied, knob) is not None:
             continue
         knobs = ablation.knobs([*applied, knob])
         why = check(knobs)
+        earlier = known.get(knobs)
         if why is not None:
             probe = Probe(tuple(applied), knob, None, None, why)
+        elif earlier is not None:  # a search trial measured this config: its figure orders the path
+            probe = Probe(tuple(applied), knob, earlier.result.status, earlier.images_per_s, f"trial {earlier.number}'s measurement")
         else:
             label = _label(ablation, applied, knob)
             started(label, knobs)
@@ -92,6 +96,7 @@ def _fastest(
 
 def _order(
     ablation: Ablation, measure: Measure, check: Check, save: Callable[[Ablation], None], started: Started, finished: Finished,
+    known: Mapping[Knobs, TrialRecord],
 ) -> Ablation:
     """The path: the change that gains most first (greedy), or knob order past :data:`MAX_ORDERED`; stored."""
     applied: list[str] = []
@@ -105,7 +110,7 @@ def _order(
                      f"gain would take {n * (n + 1) // 2 - 1} measurements)")
     while len(remaining) > 1:
         if greedy:
-            ablation, pick = _fastest(ablation, applied, remaining, measure, check, save, started, finished)
+            ablation, pick = _fastest(ablation, applied, remaining, measure, check, save, started, finished, known)
         else:
             pick = next((k for k in remaining if check(ablation.knobs([*applied, k])) is None), None)
         if pick is None:
@@ -139,7 +144,8 @@ def reused(ablation: Ablation, finals: Finals) -> Ablation:
     if not new:
         return ablation
     note = ("reused: the ends' rounds from the finals and each middle step's first round from its ordering measurement "
-            f"({len(new)} measurements not repeated; a step's ratio to an end spans the minutes between them)")
+            f"(or the search trial that measured it; {len(new)} measurements not repeated; a step's ratio to an end spans "
+            "the minutes between them)")
     return replace(ablation, measured=(*ablation.measured, *new), notes=(*ablation.notes, note))
 
 
@@ -212,7 +218,8 @@ def run(
 
     begin(tuple(c.text() for c in ablation.changes), ablation.repeats)
     if not ablation.path:
-        ablation = _order(ablation, measure, check, save, started, finished)
+        known = {r.result.requested: r for r in done if r.result.ok and r.images_per_s}
+        ablation = _order(ablation, measure, check, save, started, finished, known)
     assert finals is not None  # _fresh returned an ablation
     ablation = reused(ablation, finals)
     save(ablation)

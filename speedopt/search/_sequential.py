@@ -8,6 +8,10 @@ lower its low end. So after any round:
   not measured again. This is exact: the decision is the one all ``repeats`` rounds would give (no
   added error);
 - **when every finalist is dropped**, the finals end: "keep your settings" is already certain (exact too);
+- **a finalist far behind the leader** (the finalist with the best mean log-ratio so far) is dropped when
+  the chance that it ends above the leader is under :data:`ALPHA` split over the looks (one per round
+  but the last: Bonferroni), under the normal model below. Its error costs a smaller gain, never a false
+  one: the leader must still clear the bar in every round to be recommended;
 - **when one finalist is left, it clears the bar, and at least 2 rounds are in**, the remaining rounds are
   skipped when the chance that any of them falls below the bar is under :data:`ALPHA` (5%), under a
   normal model of the paired log-ratios: the mean of its log-ratios, and their standard deviation
@@ -62,6 +66,28 @@ def miss_chance(finals: Finals, trial: int, upto: int) -> float:
     return min(1.0, left * 0.5 * math.erfc(-z / math.sqrt(2.0)))
 
 
+def _behind(finals: Finals, round_: int, gone: set[int]) -> list[Drop]:
+    """Finalists far behind the leader (the best mean log-ratio): the chance each ends above it is under
+    :data:`ALPHA` split over the looks (normal model, :func:`_sigma`)."""
+    logs = {t: [math.log(r) for r in _ratios(finals, t, round_)] for t in finals.active(round_)[1:] if t not in gone}
+    logs = {t: v for t, v in logs.items() if v}
+    if len(logs) < 2 or round_ + 1 >= finals.repeats:
+        return []
+    leader = max(logs, key=lambda t: statistics.fmean(logs[t]))
+    sigma, looks = _sigma(finals, round_), max(1, finals.repeats - 1)
+    out = []
+    for trial, values in logs.items():
+        if trial == leader:
+            continue
+        spread = sigma * math.sqrt(1 / len(values) + 1 / len(logs[leader]))
+        z = (statistics.fmean(logs[leader]) - statistics.fmean(values)) / spread
+        chance = 0.5 * math.erfc(z / math.sqrt(2.0))
+        if chance < ALPHA / looks:
+            out.append(Drop(trial, round_, f"far behind trial {leader}: the chance it ends above it is {100 * chance:.1f}% "
+                                           f"(< {100 * ALPHA / looks:.1f}%, normal model, sigma {sigma:.2f})"))
+    return out
+
+
 def look(finals: Finals, round_: int) -> Finals:
     """The finals after ``round_`` (0-based) is complete: finalists dropped, or the rounds ended, where due."""
     if finals.end is not None or not finals.round_done(round_):
@@ -74,6 +100,7 @@ def look(finals: Finals, round_: int) -> Finals:
             why = (f"its round-{ratios.index(min(ratios)) + 1} ratio {min(ratios):.2f}x already misses the bar "
                    f"({bar:.2f}x in every round): it cannot be recommended")
             drops.append(Drop(trial, round_, why))
+    drops += _behind(finals, round_, {d.trial for d in drops})
     finals = replace(finals, dropped=tuple(drops))
     left = finals.active(round_ + 1)
     if round_ + 1 >= finals.repeats:

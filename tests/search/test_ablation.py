@@ -250,3 +250,15 @@ def test_real_ablation_of_a_two_knob_change_two_steps_measured_and_reported(demo
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "](abl/ablation.png)" in section
     if os.environ.get("SPEEDOPT_SHOW_ABLATION"):
         print(section, f"\nablation took {took:.0f} s")
+
+
+def test_the_ordering_reuses_a_search_trial_that_measured_the_same_config():
+    rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram"})
+    study, fake = _study(rec, fake=True), Fake()
+    single = Knobs(**{**BASE.to_dict(), "imgsz": 320})
+    study.add_trial(_trial(single, single, 19.5))  # the search measured baseline + imgsz 320 as trial 2
+    done = _run(study, fake)
+    assert single not in fake.log[:1] and len(fake.log) == 1 + 2  # one ordering measurement, step 1's rounds 2 and 3
+    probe = done.probe([], "imgsz")
+    assert probe is not None and probe.images_per_s == 19.5 and probe.message == "trial 2's measurement"
+    assert done.path == (("imgsz",), ("cache",)) and done.complete
