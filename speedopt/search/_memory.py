@@ -2,7 +2,7 @@
 
 The study keeps one fit per memory signature in its user attrs (:func:`~speedopt.study.schema.write_memory_fits`),
 so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two
-short trials of the real trainer (not study trials). A fit that cannot be measured (a fitting trial
+short trials of the real trainer (not study trials), and only where memory could bind (:func:`could_bind`). A fit that cannot be measured (a fitting trial
 ended oom or error) leaves the trial unpredicted: it runs, and its own status says what happened.
 """
 
@@ -26,6 +26,21 @@ if TYPE_CHECKING:
 def wanted(request: TrialRequest) -> bool:
     """Whether the trial's memory is predicted: every trial on a GPU; on the CPU, cache=ram trials."""
     return memory.kind_of(request.device) == "gpu" or request.knobs.cache == "ram"
+
+
+#: On the CPU, what a trainer needs besides the RAM cache (torch, the model, the loader's batches): a generous bound.
+TRAINER_RAM_MB = 4096.0
+
+
+def could_bind(p: StudyProtocol, request: TrialRequest, listing: Dataset) -> bool:
+    """Whether memory could stop this config, so a fit is worth its two short trials: always on a GPU; on the CPU,
+    when twice the RAM cache's estimate plus :data:`TRAINER_RAM_MB` reaches :data:`~speedopt.search._memory_model.LIMIT`
+    of the RAM there is (a demo's cache of a few MB on a machine with GBs free cannot bind: no fit)."""
+    if memory.kind_of(request.device) == "gpu":
+        return True
+    need_mb = 2 * listing.ram_cache_bytes(request.knobs.imgsz) / 2**20 + TRAINER_RAM_MB  # the full split: the real run caches it all
+    available = _available_mb(p, "ram")
+    return available is None or need_mb >= memory.LIMIT * available
 
 
 def stored_fits(study: optuna.Study) -> dict[str, memory.MemoryFit]:
@@ -68,6 +83,8 @@ def predicted(
         return request, None
     fits = stored_fits(study)
     key = memory.memory_key(request.knobs, request.device)
+    if key not in fits and not could_bind(p, request, listing):
+        return request, None
     if key not in fits:
         fit = _fit(p, request, listing, study.study_name, say)
         if fit is None:

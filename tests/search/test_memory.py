@@ -19,7 +19,8 @@ def _trial(url: str) -> tuple[optuna.Study, dict]:
 @pytest.mark.slow
 def test_the_ram_of_a_cache_ram_trial_is_predicted_within_20_percent(demo_yaml, tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
-    done = run_cli(*SEARCH, "--data", str(demo_yaml), "--storage", url, cwd=tmp_path)
+    # 4 GiB: the demo's cache could then bind (search._memory.could_bind), so the search fits its memory
+    done = run_cli(*SEARCH, "--data", str(demo_yaml), "--storage", url, "--ram-limit", "4", cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     study, attrs = _trial(url)
     assert attrs["status"] == "ok" and attrs["predicted_kind"] == "ram"
@@ -35,3 +36,19 @@ def test_a_config_predicted_over_the_ram_limit_is_infeasible_without_running(dem
     _, attrs = _trial(url)
     assert attrs["status"] == "infeasible" and "predicted peak RAM" in attrs["message"], done.stdout
     assert attrs["images_per_s"] is None and attrs["predicted_peak_mb"] > 0.9 * 256
+
+
+def test_a_memory_fit_runs_only_where_memory_could_bind(tmp_path):
+    """Issue 30: two short fitting trials buy nothing where a cache of a few MB meets GBs of free RAM."""
+    from types import SimpleNamespace
+
+    from speedopt import data
+    from speedopt.knobs import Knobs
+    from speedopt.search._memory import TRAINER_RAM_MB, could_bind
+
+    listing = data.load(data.generate(tmp_path / "d", data.DemoSpec(train=6, val=2, width=640, height=480)))
+    request = SimpleNamespace(device="cpu", knobs=Knobs(imgsz=128, cache="ram"))
+    gib = 2**30
+    assert not could_bind(SimpleNamespace(ram_limit_bytes=64 * gib), request, listing)  # type: ignore[arg-type]
+    assert could_bind(SimpleNamespace(ram_limit_bytes=int(TRAINER_RAM_MB * 2**20)), request, listing)  # type: ignore[arg-type]
+    assert could_bind(SimpleNamespace(ram_limit_bytes=64 * gib), SimpleNamespace(device="cuda:0", knobs=request.knobs), listing)  # type: ignore[arg-type]
