@@ -61,3 +61,13 @@ def test_search_efficiency_runs():
     assert 1 <= int(pick.group(3)) <= 4
     assert 1 <= int(figure(r"^grid spread: (\d+) of 4 configs within 10% of the grid best", out).group(1)) <= 4
     figure(r"^targets: >= 0\.95 of the grid best: (met|missed) .*<= 35% of the grid time: (met|missed)", out)
+
+
+def test_replay_replays_the_search_against_its_stored_tables():
+    """The tables are in the repository; a replay of 2 seeds each runs the search's own code in seconds."""
+    out = run_benchmark("replay.py", "--replay", "--seeds", "2", "--before", timeout=120)
+    for table in ("compute", "data"):
+        assert len(re.findall(rf"^{table}: \d+ configs, best .* at [\d.]+ images/s", out, re.MULTILINE)) == 2, out
+    shares = re.findall(r"pick within 5% of the best: (\d+)% of 2 seeds", out)
+    costs = re.findall(r"cost over the grid's: median ([\d.]+)x", out)
+    assert len(shares) == len(costs) == 4 and all(0 <= int(s) <= 100 for s in shares) and all(float(c) > 0 for c in costs)
