@@ -12,15 +12,16 @@ lower its low end. So after any round:
   the chance that it ends above the leader is under :data:`ALPHA` split over the looks (one per round
   but the last: Bonferroni), under the normal model below. Its error costs a smaller gain, never a false
   one: the leader must still clear the bar in every round to be recommended;
-- **when one finalist is left, it clears the bar, and at least 2 rounds are in**, the remaining rounds are
-  skipped when the chance that any of them falls below the bar is under :data:`ALPHA` (5%), under a
-  normal model of the paired log-ratios: the mean of its log-ratios, and their standard deviation
+- **when every finalist left clears the bar in at least 2 rounds and they lie within** :data:`CLOSE`
+  **(5%) of the leader's mean ratio** (one finalist left: it alone), the remaining rounds are skipped when
+  the chance that any of them puts any finalist below the bar is under :data:`ALPHA` (5%, split over the
+  finalists), under a normal model of the paired log-ratios: the mean of its log-ratios, and their standard deviation
   pooled over every finalist's paired rounds, never below :data:`SIGMA_FLOOR` (paired ratios on a
   2-core machine moved 3-30% between rounds). The predictive spread of a new round is
   sigma x sqrt(1 + 1/n); the chance of a miss in ``k`` more rounds is bounded by k times one round's
-  (Bonferroni). **Error rate:** the early decision differs from the full rounds' in at most 5% of
-  searches where the model holds; where several finalists clear the bar, the rounds all run (which
-  leads could still swap).
+  (Bonferroni). **Error rate:** whether a gain is claimed differs from the full rounds' decision in at
+  most 5% of such ends where the model holds; which config is chosen may differ, but only among finalists
+  measured within 5% of each other.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from speedopt.study import Drop, Finals
 ALPHA = 0.05
 #: The least standard deviation of a paired log-ratio assumed, whatever the rounds so far show.
 SIGMA_FLOOR = 0.10
+#: Finalists within this share of the leader's mean ratio are as good as it (issue 30's "within 5% of the best").
+CLOSE = 0.05
 
 
 def _ratios(finals: Finals, trial: int, upto: int) -> list[float]:
@@ -107,13 +110,28 @@ def look(finals: Finals, round_: int) -> Finals:
         return finals
     if not left:
         return replace(finals, end=round_ + 1, end_why="no finalist can clear the bar any more: keep your settings")
-    leaders = left[1:]
-    ratios = _ratios(finals, leaders[0], round_) if len(leaders) == 1 else []
-    if len(ratios) >= 2 and min(ratios) > 1.0 and min(ratios) >= bar:
-        chance = miss_chance(finals, leaders[0], round_)
-        if chance < ALPHA:
-            why = (f"trial {leaders[0]} is the one finalist left and clears the bar in every round; the chance that a "
-                   f"round left would miss it is {100 * chance:.1f}% (< {100 * ALPHA:.0f}%, normal model, sigma "
-                   f"{_sigma(finals, round_):.2f} pooled, floor {SIGMA_FLOOR:.2f})")
-            return replace(finals, end=round_ + 1, end_why=why)
-    return finals
+    settled = _settled(finals, round_, left[1:], bar)
+    return finals if settled is None else replace(finals, end=round_ + 1, end_why=settled)
+
+
+def _settled(finals: Finals, round_: int, leaders: tuple[int, ...], bar: float) -> str | None:
+    """Why the rounds left cannot change the decision much (None: run them): every finalist left cleared the bar
+    in at least 2 rounds, each with a chance under :data:`ALPHA` / their number of missing it in a round left,
+    and they all lie within :data:`CLOSE` of the leader's mean ratio (one left: it alone)."""
+    logs = {t: [math.log(r) for r in _ratios(finals, t, round_)] for t in leaders}
+    if any(len(v) < 2 or math.exp(min(v)) <= 1.0 or math.exp(min(v)) < bar for v in logs.values()):
+        return None
+    chances = {t: miss_chance(finals, t, round_) for t in leaders}
+    if max(chances.values()) >= ALPHA / len(leaders):
+        return None
+    means = {t: statistics.fmean(v) for t, v in logs.items()}
+    top = max(means.values())
+    if any(top - m > math.log(1.0 + CLOSE) for m in means.values()):
+        return None
+    sigma = f"normal model, sigma {_sigma(finals, round_):.2f} pooled, floor {SIGMA_FLOOR:.2f}"
+    if len(leaders) == 1:
+        return (f"trial {leaders[0]} is the one finalist left and clears the bar in every round; the chance that a "
+                f"round left would miss it is {100 * chances[leaders[0]]:.1f}% (< {100 * ALPHA:.0f}%, {sigma})")
+    return (f"trials {', '.join(map(str, leaders))} clear the bar in every round (each with under "
+            f"{100 * ALPHA / len(leaders):.1f}% chance to miss it in a round left, {sigma}) and lie within "
+            f"{100 * CLOSE:.0f}% of each other: the rounds left could only swap configs that close")

@@ -167,3 +167,11 @@ def test_a_finalist_far_behind_the_leader_is_dropped_and_a_close_one_is_not(stud
     assert behind and behind[0].after == 0 and "far behind trial 1" in behind[0].why
     assert all(d.trial != 6 for d in finals.dropped)  # 1.9x: close to the leader, measured on
     assert order[:4] == [8, 16, 4, 2] and 4 not in order[4:] and finals.complete
+
+
+def test_finalists_close_to_each_other_and_far_above_the_bar_skip_the_last_round(study):
+    order = []
+    speeds = {8: [10.0] * 3, 16: [20.0, 20.4, 20.0], 4: [19.6, 20.0, 19.8]}  # 2.0x and 1.98x: within 5% of each other
+    finals = finals_mod.run(study, records(study), 2, 3, _measure_by_batch(speeds, order))
+    assert order == [8, 16, 4] * 2 and finals.end == 2 and "within 5% of each other" in finals.end_why
+    assert outcome(study).recommended.number in (1, 5) and outcome(study).speedup.rounds == 2
