@@ -277,7 +277,8 @@ def stop_at_ceiling(
     callback (after each trial is stored) that, when the trial just finished is the best feasible one, stops
     the study once it reaches the share of the highest bound in the space (every config bounded by its ceilings),
     or of min(its own ceilings, found or measured now by ``ceilings_of``) where no knob the search varies moves them.
-    Never once any trial beat its ceilings (:func:`beaten`)."""
+    Never once any trial beat its ceilings (:func:`beaten`); and ceilings are measured only while the trials left
+    outnumber the ceiling jobs missing (else stopping saves no more than they cost)."""
     said: set[str] = set()
 
     def check(study: optuna.Study, trial: FrozenTrial) -> None:
@@ -304,6 +305,11 @@ def stop_at_ceiling(
             view.note(fault)
         if (sampled & set(KNOBS_OF["data"]) and sampled & set(KNOBS_OF["compute"])) or "gpus" in sampled:
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
+        known = schema.read_ceilings(study)
+        missing = sum(f"{kind}|{key_of(kind, best.config)}" not in known for kind in ("data", "compute"))
+        left = plan.protocol.trials - spent(study)
+        if missing and left <= missing:
+            return  # measuring them costs as many jobs as stopping could save: their answer changes nothing
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = ceilings_of(best.config)
         why = None if found is None else reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled, ci)

@@ -71,3 +71,27 @@ def test_search_stops_at_the_ceiling_and_reports_the_ends(demo_yaml, tmp_path):
     assert "The search stopped early" in section
     (row,) = [line for line in report.splitlines() if line.startswith("| validation per epoch |")]
     assert "| - |" not in row, row  # the stored timing reached the projection
+
+
+def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_the_jobs():
+    """Issue 30: two ceiling jobs to maybe save one trial cost more than they can save."""
+    from types import SimpleNamespace
+
+    from optuna.trial import TrialState, create_trial
+
+    from speedopt.knobs import Knobs
+    from speedopt.measure import TrialResult
+    from speedopt.search._stop import stop_at_ceiling
+    from speedopt.study import Domain, Space
+
+    knobs = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False)
+    study = optuna.create_study(direction="maximize")
+    result = TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=30.0, ci_rel=0.02)
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=30.0, user_attrs={**result.to_dict(), "feasible": True}))
+    asked = []
+    space = Space({"cache": Domain(choices=("none", "ram"))})  # data knobs only: the compute ceiling may bind
+    for trials, measured in ((2, False), (3, False), (4, True)):
+        plan = SimpleNamespace(protocol=SimpleNamespace(stop_at_ceiling=0.95, space=space, trials=trials))
+        check = stop_at_ceiling(plan, SimpleNamespace(note=lambda line: None), lambda k: asked.append(k))  # type: ignore[arg-type]
+        check(study, study.get_trials()[0])
+        assert bool(asked) is measured, trials  # 1 trial spent: 1, 2 or 3 left against 2 missing ceiling jobs
