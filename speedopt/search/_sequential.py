@@ -10,8 +10,9 @@ lower its low end. So after any round:
 - **when every finalist is dropped**, the finals end: "keep your settings" is already certain (exact too);
 - **a finalist far behind the leader** (the finalist with the best mean log-ratio so far) is dropped when
   the chance that it ends above the leader is under :data:`ALPHA` split over the looks (one per round
-  but the last: Bonferroni), under the normal model below. Its error costs a smaller gain, never a false
-  one: the leader must still clear the bar in every round to be recommended;
+  but the last: Bonferroni), under the normal model below. Its error can cost a gain (a smaller one, or
+  none where the leader later misses the bar), never claim a false one: a recommendation still clears the
+  bar in every round;
 - **when every finalist left clears the bar in at least 2 rounds and they lie within** :data:`CLOSE`
   **(5%) of the leader's mean ratio** (one finalist left: it alone), the remaining rounds are skipped when
   the chance that any of them puts any finalist below the bar is under :data:`ALPHA` (5%, split over the
