@@ -3,7 +3,8 @@
 Ultralytics >= 8.3 trains ``yolov5n.yaml`` ... ``yolov5x.yaml`` as YOLOv5u (anchor-free head).
 On CPU the trainer forces ``workers=0`` (``yolo detect train`` does the same, whatever the command
 says), so on CPU the engine fixes the workers knob at 0 (:meth:`UltralyticsEngine.fixed_knobs`): a
-trial runs what the user's real run will. Hooks used: ``on_train_start`` (check that cache and AMP stay as asked), ``on_train_batch_start`` /
+trial runs what the user's real run will. Hooks used: ``on_train_start`` (cache, AMP and imgsz read back:
+:mod:`speedopt.engines._silent`), ``on_train_batch_start`` (the batch read back, then the step clock) /
 ``on_train_batch_end`` (the step clock), ``on_train_epoch_end`` (probe progress).
 
 Patches, all applied inside the job process only, in :func:`_patch_module` (the trainer module)
@@ -58,9 +59,10 @@ from speedopt.engines._common import (
     to_device,
     workers_note,
 )
+from speedopt.engines._silent import reject, silent_changes
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.offline import place_font
-from speedopt.status import Status, TrialFinished, TrialRejected
+from speedopt.status import TrialFinished
 
 CPU_WORKERS_REASON = (
     "on CPU `yolo detect train` runs 0 dataloader workers whatever the command says "
@@ -307,20 +309,13 @@ class UltralyticsEngine(Engine):
         def check_setup(trainer: Any) -> None:
             dataset = trainer.train_loader.dataset
             seen["im_files"] = list(dataset.im_files)
-            seen["as_run"] = _knobs_as_run(trainer, knobs)
+            seen["as_run"] = as_run = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
-            if knobs.cache != "none" and dataset.cache != knobs.cache:
-                why = "its RAM check found too little free RAM" if knobs.cache == "ram" else (
-                    "its disk check found an image folder not writable, or too little free disk"
-                )
-                raise TrialRejected(Status.INFEASIBLE, f"cache={knobs.cache} does not fit here: the trainer dropped it ({why})")
+            reject(silent_changes(knobs, as_run, _silent_why(knobs), ("cache", "amp", "imgsz")))
             _ceiling_mode(trainer, run.mode, clock)
 
-        def batch_start(trainer: Any) -> None:
-            if trainer.batch_size != knobs.batch:
-                raise TrialRejected(
-                    Status.OOM, f"out of memory at batch={knobs.batch} (the trainer fell back to {trainer.batch_size})"
-                )
+        def batch_start(trainer: Any) -> None:  # the batch is read again at every step: OOM halving comes later
+            reject(silent_changes(knobs, dataclasses.replace(knobs, batch=int(trainer.batch_size)), _silent_why(knobs), ("batch",)))
             clock.batch_start()
 
         def batch_end(trainer: Any) -> None:
@@ -354,6 +349,17 @@ class UltralyticsEngine(Engine):
             label_scan_s=float(sum(scans)),
             **_images_read(seen),
         )
+
+
+def _silent_why(asked: Knobs) -> dict[str, str]:
+    """Why the Ultralytics trainer runs a watched knob otherwise than asked (:mod:`speedopt.engines._silent`)."""
+    return {
+        "batch": "out of memory in the first epoch: the trainer halves the batch and goes on",
+        "cache": "its RAM check found too little free RAM" if asked.cache == "ram" else (
+            "its disk check found an image folder not writable, or too little free disk"),
+        "amp": "its AMP check failed, so it trains in FP32",
+        "imgsz": "it rounds imgsz to the model's stride",
+    }
 
 
 def _ceiling_mode(trainer: Any, mode: str, clock: Clock) -> None:
