@@ -52,7 +52,7 @@ from speedopt.search import _finals as finals_mod
 from speedopt.search import _sequential as sequential
 from speedopt.search._objective import suggest
 from speedopt.search._open import sampler
-from speedopt.search._stop import DUPLICATE_LIMIT, duplicate_of
+from speedopt.search._stop import DUPLICATE_LIMIT, QUEUE_AFTER, duplicate_of, enqueue_unmeasured, unmeasured
 from speedopt.status import Status
 from speedopt.study import Domain, Space, outcome, records, schema
 
@@ -142,7 +142,7 @@ class Replayed:
                            ci_rel=row["ci_rel"], steps=10, wall_s=row["wall_s"], measured_s=row["measured_s"])
 
 
-def _objective(space: Space, baseline: Knobs, answer: Replayed, used_up: list[bool]) -> Callable[[optuna.Trial], float]:
+def _objective(space: Space, baseline: Knobs, answer: Replayed, used_up: list[bool], seed: int) -> Callable[[optuna.Trial], float]:
     in_a_row = [0]
 
     def run(trial: optuna.Trial) -> float:
@@ -150,7 +150,10 @@ def _objective(space: Space, baseline: Knobs, answer: Replayed, used_up: list[bo
         asked = TrialResult(Status.ERROR, "", knobs, knobs, "cpu", "ultralytics")
         if duplicate_of(trial.study, knobs, asked) is not None:  # the search's skip: measured before, no cost
             in_a_row[0] += 1
-            if in_a_row[0] >= DUPLICATE_LIMIT:
+            used = False
+            if not before[0] and in_a_row[0] >= QUEUE_AFTER:  # the search's Skips.check
+                used = not enqueue_unmeasured(trial.study, space, seed * 100_003 + trial.number) and unmeasured(trial.study, space) == []
+            if in_a_row[0] >= DUPLICATE_LIMIT or used:
                 used_up[0] = True
                 trial.study.stop()
             raise optuna.TrialPruned("measured before")
@@ -173,7 +176,7 @@ def replay_once(table: dict[str, Any], seed: int, trials: int, finalists: int, r
     study.enqueue_trial(dict(table["baseline"]), user_attrs={schema.ROLE: "baseline"})
     done = lambda: sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False))  # noqa: E731
     used_up = [False]
-    objective = _objective(space, baseline, answer, used_up)
+    objective = _objective(space, baseline, answer, used_up, seed)
     while done() < trials and not used_up[0]:
         study.optimize(objective, n_trials=trials - done())
     answer.stage = "finals"
@@ -186,8 +189,9 @@ def replay_once(table: dict[str, Any], seed: int, trials: int, finalists: int, r
 
 @contextlib.contextmanager
 def before_issue_30() -> Iterator[None]:
-    """The search as it was: Optuna's default 10 random trials first, every finals round for every finalist, the
-    ablation measuring its whole path again (its ordering never reusing a search trial is not replayed)."""
+    """The search as it was: Optuna's default 10 random trials first, no unmeasured config queued after a repeated
+    one, every finals round for every finalist, the ablation measuring its whole path again (its ordering never
+    reusing a search trial is not replayed)."""
     look, reused = sequential.look, ablation_mod.reused
     sequential.look = lambda finals, round_: finals
     ablation_mod.reused = lambda ablation, finals: ablation

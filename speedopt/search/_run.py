@@ -77,7 +77,9 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
         clock.add("prepare", plan.prepare_s)
         view.start(plan, outcome(study), notes)
         try:
+            started = time.monotonic()
             with _warm(plan, view):
+                clock.add("start", time.monotonic() - started)  # the warm worker's start: torch and the trainer imported
                 _search(plan, study, storage, view, interrupts, clock)
         except KeyboardInterrupt:
             retry_interrupted(study, storage, interrupts.trials)

@@ -5,7 +5,10 @@
   counts (it ran the trainer), a config skipped before it ran does not;
 - **the full-study prune** (:func:`guarded`): a worker that lost the race for the last slot measures nothing;
 - **the skip** (:class:`Skips`): a config measured before, or one its ceilings bound below the best, is not
-  measured again (never on ceilings a trial has beaten: :func:`beaten`); :data:`DUPLICATE_LIMIT` such proposals in a row stop the search (the space is used up);
+  measured again (never on ceilings a trial has beaten: :func:`beaten`); after :data:`QUEUE_AFTER` repeated
+  configs in a row one the space has not measured is queued (:func:`enqueue_unmeasured`), and none left stops
+  the search (the space is used up), as do :data:`DUPLICATE_LIMIT` such proposals in a row in a space too
+  large to enumerate;
 - **the pruner** (:class:`BestMargin`, fed by :func:`reporting`): a trial clearly slower than the best stops
   part-way through its measured window;
 - **stop at the ceiling** (:func:`stop_at_ceiling`, :func:`reached`, :func:`space_reached`): the search
@@ -19,6 +22,7 @@ baseline, finals or ceilings (they report nothing). Imported only where a study 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping
 
 import optuna
@@ -29,10 +33,12 @@ from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRe
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import Ranking, best_trial, records, schema
+from speedopt.study import Ranking, Space, best_trial, records, schema
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
 DUPLICATE_LIMIT = 25
+#: Proposals in a row that repeat measured configs before an unmeasured one is queued (:func:`enqueue_unmeasured`).
+QUEUE_AFTER = 3
 
 
 def best_feasible(study: optuna.Study) -> float | None:
@@ -128,6 +134,41 @@ def beaten(study: optuna.Study) -> str | None:
     return None
 
 
+def unmeasured(study: optuna.Study, space: Space) -> list[Knobs] | None:
+    """The space's configs no trial measured, pruned, runs or holds in the queue (None: too many to enumerate)."""
+    grid = rank_mod.configs(space)
+    if grid is None:
+        return None
+    fixed = space.fixed()
+    seen = {r.result.requested for r in records(study)} | {r.config for r in records(study)}
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.PRUNED and t.user_attrs.get(schema.PRUNED_CONFIG):
+            seen.add(Knobs.from_dict(t.user_attrs[schema.PRUNED_CONFIG]))
+        elif t.state in (TrialState.WAITING, TrialState.RUNNING):  # queued, or being measured now
+            params = t.system_attrs.get("fixed_params") or t.params
+            if set(params) >= set(space.sampled()):
+                seen.add(Knobs(**{**fixed, **params}))
+    return [k for k in grid if k not in seen]
+
+
+def enqueue_unmeasured(study: optuna.Study, space: Space, seed: int) -> bool:
+    """After a proposal that repeated a measured config: queue one of the space's unmeasured configs, drawn with
+    ``seed`` among the best config's neighbours (one knob changed) where any is left, so the next trial measures
+    something new (TPE past its random start keeps proposing its best in a small space). False when none is
+    left or the space is too large to enumerate."""
+    left = unmeasured(study, space)
+    if not left:
+        return False
+    best = best_trial(records(study))
+    if best is not None:  # a neighbour of the best (one knob changed) where one is left: where a better one likely is
+        near = [k for k in left if sum(a != b for a, b in zip(k.to_dict().values(), best.config.to_dict().values())) == 1]
+        left = near or left
+    pick = random.Random(seed).choice(left)
+    sampled = space.sampled()
+    study.enqueue_trial({k: v for k, v in pick.to_dict().items() if k in sampled}, user_attrs={schema.ROLE: "unmeasured"})
+    return True
+
+
 def hopeless(knobs: Knobs, known: Mapping[str, Ceiling], best: float | None, margin: float) -> str | None:
     """Why ``knobs`` cannot catch the best config (its bound below (1 - margin) x best), or None."""
     if not best or not margin:
@@ -172,6 +213,10 @@ class Skips:
             self.in_a_row = 0
             return
         self.in_a_row += 1  # not measured as a new trial: the budget goes to configs that may win
+        if self.in_a_row >= QUEUE_AFTER and trial.user_attrs.get(schema.DUPLICATE_OF) is not None:
+            space = self.plan.protocol.space
+            if not enqueue_unmeasured(trial.study, space, self.plan.seed * 100_003 + trial.number) and unmeasured(trial.study, space) == []:
+                _stop(trial.study, "every config of the space is measured: the space is used up")
         if self.in_a_row >= DUPLICATE_LIMIT:
             _stop(trial.study, f"the sampler proposed only measured or hopeless configs {DUPLICATE_LIMIT} times in a row: the space is used up")
         raise optuna.TrialPruned(why)

@@ -12,11 +12,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Stage = Literal["prepare", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends"]
+Stage = Literal["prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends"]
 #: The stages in the order a search runs them (how the bill lists them).
-STAGES: tuple[Stage, ...] = ("prepare", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends")
+STAGES: tuple[Stage, ...] = (
+    "prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends",
+)
 _WHAT = {
-    "prepare": "the resized copies", "labels": "the trainer's label caches", "ranking": "ceiling jobs ranking the space",
+    "prepare": "the resized copies", "start": "the warm worker's start", "labels": "the trainer's label caches", "ranking": "ceiling jobs ranking the space",
     "trials": "the trials' measurements", "probes": "quality probes", "memory fits": "memory fits",
     "ceilings": "ceiling jobs of the stop rule", "finals": "the finals", "ablation": "the ablation",
     "ends": "the ends' ceilings and validation timing",

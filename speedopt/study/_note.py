@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
     from speedopt.study._finals import Finals
 
-ROLES = {"baseline": "the baseline: your settings", "prepared": "the baseline on the prepared copy, measured first", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
+ROLES = {"baseline": "the baseline: your settings", "prepared": "the baseline on the prepared copy, measured first",
+         "unmeasured": "queued after a proposal repeated a measured config", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
 
 
 def _accuracy(record: TrialRecord) -> str:

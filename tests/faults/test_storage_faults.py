@@ -414,8 +414,9 @@ def test_a_worker_recovers_the_trial_of_a_worker_killed_on_another_host(faults: 
     url = str(PG) if PG else f"sqlite:///{faults.work}/s.db"
     name = f"killed-{os.getpid()}-{time.time_ns()}"
     env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    # 20 steps: the doomed worker's trial must still run when the test looks (a 3-step trial can end first)
     seeded = faults.run("search", "--data", str(data), "--storage", url, "--study", name, "--trials", "1", "--repeats", "0",
-                        *TINY, env=_env(faults))
+                        *TINY, "--steps", "20", "--max-steps", "20", env=_env(faults))
     assert seeded.returncode == 0, seeded.stderr[-3000:]
     _study(url, name).set_user_attr("trials", 3)
 

@@ -156,3 +156,33 @@ def test_the_budget_counts_trials_pruned_part_way_and_not_configs_skipped_before
                                               intermediate_values={4: 10.0}))
     max_trials(3)(study, study.get_trials()[-1])
     assert stopped == [True]
+
+
+def test_repeated_proposals_queue_an_unmeasured_config_and_a_measured_space_stops():
+    """TPE past its random start keeps proposing its best in a small space: after QUEUE_AFTER repeats in a row the
+    skip queues a config the space has not measured (a neighbour of the best), and stops once none is left."""
+    from types import SimpleNamespace
+
+    from speedopt.search._stop import QUEUE_AFTER, Skips, unmeasured
+    from speedopt.study import Domain, Space, schema
+
+    space = Space({"model": Domain(choices=("yolov5n",)), "imgsz": Domain(choices=(96,)), "batch": Domain(choices=(4,)),
+                   "workers": Domain(choices=(0,)), "amp": Domain(choices=(False,)), "cache": Domain(choices=("none", "ram"))})
+    study = _study_with_best(100.0)  # KNOBS, cache none, measured as trial 0
+    study.stop = lambda: None  # outside Study.optimize: the stop is read from the study's attr
+    skips = Skips(SimpleNamespace(protocol=SimpleNamespace(prune_margin=0.5, space=space), seed=1))  # type: ignore[arg-type]
+    assert [k.cache for k in unmeasured(study, space)] == ["ram"]
+    failed = TrialResult(Status.ERROR, "", KNOBS, KNOBS, "cpu", "ultralytics")
+    for _ in range(QUEUE_AFTER):
+        assert not study.get_trials(states=(TrialState.WAITING,))
+        trial = study.ask()
+        with pytest.raises(optuna.TrialPruned, match="already measured in trial 0"):
+            skips.check(trial, KNOBS, failed, baseline=False)
+        study.tell(trial, state=TrialState.PRUNED)
+    (queued,) = study.get_trials(states=(TrialState.WAITING,))
+    assert queued.user_attrs["role"] == "unmeasured" and queued.system_attrs["fixed_params"] == {"cache": "ram"}
+    assert unmeasured(study, space) == []  # queued counts: never queued twice
+    trial = study.ask()  # the queued one; say its proposal repeated a measured config too: nothing new is left
+    with pytest.raises(optuna.TrialPruned):
+        skips.check(trial, KNOBS, failed, baseline=False)
+    assert "the space is used up" in (schema.read_stopped(study) or "")

@@ -41,7 +41,7 @@ def test_export_import_round_trip(small_study, tmp_path, suffix):
     assert done.returncode == 0, done.stderr
     a = optuna.load_study(study_name=name, storage=url)
     b = optuna.load_study(study_name=name, storage=fresh)
-    assert len(a.trials) == len(b.trials) == 3
+    assert len(a.trials) == len(b.trials) >= 3  # 3 complete, and any repeated proposal pruned beside them
     for x, y in zip(a.trials, b.trials):
         assert _trial_view(x) == _trial_view(y)
     assert a.user_attrs == b.user_attrs  # fingerprints, space, protocol
