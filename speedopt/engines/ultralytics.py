@@ -62,7 +62,7 @@ from speedopt.engines._common import (
 from speedopt.engines._silent import reject, silent_changes
 from speedopt.knobs import MODEL_SCALES, Knobs
 from speedopt.offline import place_font
-from speedopt.status import TrialFinished
+from speedopt.status import Status, TrialFinished, TrialRejected
 
 CPU_WORKERS_REASON = (
     "on CPU `yolo detect train` runs 0 dataloader workers whatever the command says "
@@ -316,6 +316,7 @@ class UltralyticsEngine(Engine):
 
         def batch_start(trainer: Any) -> None:  # the batch is read again at every step: OOM halving comes later
             reject(silent_changes(knobs, dataclasses.replace(knobs, batch=int(trainer.batch_size)), _silent_why(knobs), ("batch",)))
+            seen["stepped"] = True
             clock.batch_start()
 
         def batch_end(trainer: Any) -> None:
@@ -328,6 +329,7 @@ class UltralyticsEngine(Engine):
         hooks["on_train_batch_end"].append(batch_end)
         trainer = DetectionTrainer(overrides=_train_overrides(run), _callbacks=hooks)
         builds, _ = _patch_trainer(trainer, images)
+        _guard_mosaic(trainer, seen)
         try:
             trainer.train()
         except TrialFinished:
@@ -349,6 +351,28 @@ class UltralyticsEngine(Engine):
             label_scan_s=float(sum(scans)),
             **_images_read(seen),
         )
+
+
+def _guard_mosaic(trainer: Any, seen: dict[str, Any]) -> None:
+    """A trial never measures a window in which mosaic is already off (issue 31). The trainer turns mosaic off
+    for the run's last ``close_mosaic`` epochs, and a mosaic sample loads four images: a window that crosses into
+    them measures another loader. Closing before the first step is the real run's own start (its epochs are
+    ``close_mosaic`` or fewer): that is measured as it runs. Closing after a step has run ends the trial as
+    infeasible, with the fix."""
+    close = trainer._close_dataloader_mosaic
+
+    def closing() -> None:
+        if seen.get("stepped"):
+            n, epochs = trainer.args.close_mosaic, trainer.epochs
+            raise TrialRejected(
+                Status.INFEASIBLE,
+                f"the trial reached the last close_mosaic={n} epochs of its {epochs}-epoch schedule, where the trainer "
+                "turns mosaic off, so its window would measure another loader; give more train images, fewer --steps, "
+                f"or --epochs well above {n}",
+            )
+        close()
+
+    trainer._close_dataloader_mosaic = closing
 
 
 def _silent_why(asked: Knobs) -> dict[str, str]:

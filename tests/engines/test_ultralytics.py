@@ -21,3 +21,18 @@ def test_an_ultralytics_window_crosses_epoch_ends(tmp_path):
     assert result.steps == 10 and result.images_used == 16
     assert result.warmup + result.steps > 16 // 4 * 2  # more batches than two epochs hold
     assert len(result.step_s) == 10 and all(s > 0 for s in result.step_s)
+
+
+@pytest.mark.slow
+def test_a_window_never_measures_the_epochs_where_mosaic_is_off(tmp_path):
+    """Issue 31: the trainer turns mosaic off for the last close_mosaic (10) epochs. 8 images at batch 4 are 2 batches
+    an epoch: on a 12-epoch schedule mosaic goes off at epoch 2, inside the trial's 11 batches: infeasible, with
+    the fix. On an 8-epoch schedule (16 batches) it is off from the first batch, as in that real run: measured as it runs."""
+    small = demo_data.generate(tmp_path / "tiny", demo_data.DemoSpec(train=8, val=2, width=64, height=48))
+    knobs = Knobs(model="yolov5n", imgsz=64, batch=4, workers=0)
+    options = measure.TrialOptions(device="cpu", steps=10, warmup=1, max_steps=10)
+    crossing = measure.run_trial(measure.make_request(str(small), knobs, options, epochs=12))
+    assert crossing.status is Status.INFEASIBLE, crossing.message + crossing.log_tail
+    assert "close_mosaic=10 epochs of its 12-epoch schedule" in crossing.message and "--epochs" in crossing.message
+    off_from_the_start = measure.run_trial(measure.make_request(str(small), knobs, options, epochs=8))
+    assert off_from_the_start.status is Status.OK, off_from_the_start.message + off_from_the_start.log_tail
