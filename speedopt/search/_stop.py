@@ -33,7 +33,7 @@ from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRe
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import Ranking, Space, best_trial, records, schema
+from speedopt.study import Ranking, Space, best_trial, measured_pruned, records, schema
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
 DUPLICATE_LIMIT = 25
@@ -58,12 +58,6 @@ def complete(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
 
-def measured_pruned(trial: FrozenTrial) -> bool:
-    """A trial the pruner stopped part-way: it ran the trainer (it reported steps), so it spent budget. A config
-    skipped before it ran (measured before, hopeless, the study full) reported nothing and spent none."""
-    return trial.state == TrialState.PRUNED and bool(trial.intermediate_values)
-
-
 def spent(study: optuna.Study) -> int:
     """The trials that count toward ``--trials``: complete ones and those pruned part-way (they ran too)."""
     return sum(t.state == TrialState.COMPLETE or measured_pruned(t) for t in study.get_trials(deepcopy=False))
@@ -72,8 +66,7 @@ def spent(study: optuna.Study) -> int:
 def full(study: optuna.Study, target: int) -> bool:
     """The study holds its target: spent trials (:func:`spent`), or those and running ones with nothing queued."""
     trials = study.get_trials(deepcopy=False)
-    done = sum(t.state == TrialState.COMPLETE or measured_pruned(t) for t in trials)
-    running = sum(t.state == TrialState.RUNNING for t in trials)
+    done, running = spent(study), sum(t.state == TrialState.RUNNING for t in trials)
     return done >= target or (done + running >= target and all(t.state != TrialState.WAITING for t in trials))
 
 
@@ -140,7 +133,8 @@ def unmeasured(study: optuna.Study, space: Space) -> list[Knobs] | None:
     if grid is None:
         return None
     fixed = space.fixed()
-    seen = {r.result.requested for r in records(study)} | {r.config for r in records(study)}
+    done = records(study)
+    seen = {r.result.requested for r in done} | {r.config for r in done}
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.PRUNED and t.user_attrs.get(schema.PRUNED_CONFIG):
             seen.add(Knobs.from_dict(t.user_attrs[schema.PRUNED_CONFIG]))

@@ -35,6 +35,7 @@ from speedopt.study._rank import Ranking as Ranking
 from speedopt.study._rank import RankMode as RankMode
 from speedopt.study._record import TrialRecord, best_trial, finalists, records
 from speedopt.study._record import baseline_trial as baseline_trial
+from speedopt.study._record import measured_pruned as measured_pruned
 from speedopt.study._record import ranked as ranked
 from speedopt.study._recovery import awaited as awaited
 from speedopt.study._recovery import recover_interrupted as recover_interrupted

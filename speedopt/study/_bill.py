@@ -13,10 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Stage = Literal["prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends"]
-#: The stages in the order a search runs them (how the bill lists them).
-STAGES: tuple[Stage, ...] = (
-    "prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends",
-)
 _WHAT = {
     "prepare": "the resized copies", "start": "the warm worker's start", "labels": "the trainer's label caches", "ranking": "ceiling jobs ranking the space",
     "trials": "the trials' measurements", "probes": "quality probes", "memory fits": "memory fits",

@@ -14,7 +14,7 @@ from speedopt.status import Status
 from speedopt.study._bill import Bill, payback
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
-from speedopt.study._record import TrialRecord, baseline_trial, best_trial, records
+from speedopt.study._record import TrialRecord, baseline_trial, best_trial, measured_pruned, records
 from speedopt.study._recovery import FailedTrial, failed_trials
 from speedopt.study._schema import DATA, read_bill, read_finals, read_protocol, read_stopped
 from speedopt.study._storage import open_storage, storage_errors, study_names
@@ -148,8 +148,6 @@ def recommended_trial(trials: Iterable[TrialRecord], finals: Finals | None) -> T
 
 def outcome(study: optuna.Study) -> SearchOutcome:
     """Summarise a study from its stored trials."""
-    from optuna.trial import TrialState
-
     done = records(study)
     by_status: dict[Status, int] = {}
     probed: dict[str, ProbedSignature] = {}
@@ -181,7 +179,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         stopped=read_stopped(study),
         failed=failed_trials(study),
         bill=read_bill(study),
-        pruned=sum(t.state == TrialState.PRUNED and bool(t.intermediate_values) for t in study.get_trials(deepcopy=False)),
+        pruned=sum(measured_pruned(t) for t in study.get_trials(deepcopy=False)),
     )
 
 

@@ -133,6 +133,14 @@ class TrialRecord:
         )
 
 
+def measured_pruned(trial: FrozenTrial) -> bool:
+    """A trial the pruner stopped part-way: it ran the trainer (it reported steps), so it spent budget. A config
+    skipped before it ran (measured before, hopeless, the study full) reported nothing and spent none."""
+    from optuna.trial import TrialState
+
+    return trial.state == TrialState.PRUNED and bool(trial.intermediate_values)
+
+
 def records(study: optuna.Study) -> list[TrialRecord]:
     """Every completed trial of the study that holds a measurement, in trial order."""
     out = [TrialRecord.from_frozen(t) for t in study.get_trials(deepcopy=False)]
