@@ -16,7 +16,18 @@ from pathlib import Path
 
 from speedopt.engines import model_argument
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, MODEL_SCALES, CacheMode, Knobs, parse_value
+from speedopt.knobs import (
+    CACHE_MODES,
+    COMPILE_OFF,
+    MODEL_SCALES,
+    CacheMode,
+    Knobs,
+    amp_text,
+    parse_amp,
+    parse_channels_last,
+    parse_compile,
+    parse_value,
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +56,15 @@ def _cache_value(value: object) -> CacheMode:
     return modes[str(value).lower()]
 
 
-def _bool_value(value: object) -> bool:
-    return str(value).lower() == "true"
+def _extra_args(knobs: Knobs) -> dict[str, object]:
+    """The newer knobs, only where they differ from the trainer's default (so older trainers read the command):
+    ``compile`` (False: eager) and ``channels_last`` (unset: the trainer's choice)."""
+    extra: dict[str, object] = {}
+    if knobs.compile != COMPILE_OFF:
+        extra["compile"] = True if knobs.compile == "default" else knobs.compile
+    if knobs.channels_last != "default":
+        extra["channels_last"] = knobs.channels_last == "on"
+    return extra
 
 
 def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
@@ -64,6 +82,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
         f"cache={'False' if knobs.cache == 'none' else knobs.cache}",
         f"amp={knobs.amp}",
         f"freeze={knobs.freeze}",
+        *(f"{k}={v}" for k, v in _extra_args(knobs).items()),
     ]
     if _pretrained(knobs, weights):
         parts.append(f"pretrained={weights}")
@@ -84,6 +103,7 @@ def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int
         "cache": False if knobs.cache == "none" else knobs.cache,
         "amp": knobs.amp,
         "freeze": knobs.freeze,
+        **_extra_args(knobs),
     }
     if _pretrained(knobs, weights):
         args["pretrained"] = weights
@@ -115,9 +135,11 @@ def parse_yolo_train(command: str) -> TrainCommand:
         batch=int(values["batch"]),
         workers=int(values["workers"]),
         cache=_cache_value(values["cache"]),
-        amp=_bool_value(values["amp"]),
+        amp=parse_amp(values["amp"]),
         freeze=int(values.get("freeze", 0)),
         gpus=gpus_of(values.get("device")),
+        compile=parse_compile(values.get("compile", False)),
+        channels_last=parse_channels_last(values.get("channels_last")),
     )
     epochs = int(values["epochs"]) if "epochs" in values else None
     return TrainCommand(values["data"], knobs, epochs, values.get("device"), values.get("pretrained"))
@@ -137,9 +159,11 @@ def parse_python_train(code: str) -> TrainCommand:
                     batch=kw["batch"],
                     workers=kw["workers"],
                     cache=_cache_value(kw["cache"]),
-                    amp=kw["amp"],
+                    amp=parse_amp(kw["amp"]),
                     freeze=kw.get("freeze", 0),
                     gpus=gpus_of(kw.get("device")),
+                    compile=parse_compile(kw.get("compile", False)),
+                    channels_last=parse_channels_last(kw.get("channels_last")),
                 )
                 return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"), kw.get("pretrained"))
     raise UsageError("no YOLO(...).train(...) call found")
@@ -305,10 +329,12 @@ def speedopt_trial(
         "--cache",
         knobs.cache,
         "--amp",
-        "on" if knobs.amp else "off",
+        amp_text(knobs.amp),
         "--freeze",
         str(knobs.freeze),
         *(["--gpus", str(knobs.gpus)] if knobs.gpus > 1 else []),
+        *(["--compile", knobs.compile] if knobs.compile != COMPILE_OFF else []),
+        *(["--channels-last", knobs.channels_last] if knobs.channels_last != "default" else []),
         "--device",
         device,
         "--steps",

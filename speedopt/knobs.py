@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -20,6 +21,14 @@ CacheMode = Literal["none", "ram", "disk"]  # the trainer's image cache: none, i
 CACHE_MODES: tuple[CacheMode, ...] = get_args(CacheMode)
 #: ``original``: the dataset as given; ``resized``: the copy ``speedopt prepare`` made at the trial's imgsz.
 DATA_MODES = ("original", "resized")
+#: ``amp``: True (AMP in FP16, the trainer's default), False (FP32), or "bf16" (AMP in bfloat16, Ultralytics on a GPU
+#: that supports it): the trainer's own spelling (its ``amp=True/'fp16', 'bf16', False/'fp32'``).
+Precision = bool | Literal["bf16"]
+#: ``compile``: "off" (eager) or a torch.compile mode the installed trainer accepts (Engine.accepted reads them).
+COMPILE_OFF = "off"
+#: ``channels_last``: "default" leaves it to the trainer (Ultralytics: on for CUDA training), "on" or "off" sets it.
+ChannelsLast = Literal["default", "on", "off"]
+CHANNELS_LAST: tuple[ChannelsLast, ...] = get_args(ChannelsLast)
 STRIDE = 32  # YOLOv5 P5 models: the largest stride, so imgsz must be a multiple of it
 MAX_FREEZE = 24  # YOLOv5 has 25 modules (0-9 backbone, 10-23 head, 24 Detect); the Detect layer must train
 # Sane maxima: far above any real run, low enough that a typo (or a hostile space file) cannot make
@@ -52,10 +61,12 @@ class Knobs:
     batch: int = 16
     workers: int = 8
     cache: CacheMode = "none"
-    amp: bool = True
+    amp: Precision = True
     freeze: int = 0
     data: str = "original"  # DATA_MODES: the images the trainer reads (a resized copy is another data.yaml)
     gpus: int = 1  # DDP ranks on one node; batch stays the total across them, as both trainers read it
+    compile: str = COMPILE_OFF  # torch.compile mode, or "off"; a one-time cost per run, measured apart (issue 31)
+    channels_last: ChannelsLast = "default"  # the model's memory format on CUDA; "default": the trainer's choice
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form, the one stored in results and study attrs."""
@@ -130,6 +141,12 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
         )
     if knobs.imgsz > MAX_IMGSZ:
         raise UsageError(f"imgsz must be at most {MAX_IMGSZ}, got {knobs.imgsz}; give a smaller image size")
+    if knobs.amp not in (True, False, "bf16"):
+        raise UsageError(f"amp must be on, off (fp32) or bf16, got {shown(knobs.amp)}")
+    if knobs.channels_last not in CHANNELS_LAST:
+        raise UsageError(f"channels_last must be one of {', '.join(CHANNELS_LAST)}, got {shown(knobs.channels_last)}")
+    if not isinstance(knobs.compile, str) or not _MODE.fullmatch(knobs.compile):
+        raise UsageError(f"compile must be off or a torch.compile mode like default, got {shown(knobs.compile)}")
     if knobs.cache not in CACHE_MODES:
         raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {knobs.cache!r}")
     if knobs.data not in DATA_MODES:
@@ -145,6 +162,49 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
     return dataclasses.replace(knobs, imgsz=imgsz, model=model), notes
 
 
+_MODE = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+def parse_amp(value: Any) -> Precision:
+    """amp as the trainer spells it: on/True/fp16 (AMP in FP16), off/False/fp32, or bf16."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    named: dict[str, Precision] = {"bf16": "bf16", "fp16": True, "fp32": False}
+    if text in named:
+        return named[text]
+    try:
+        return parse_bool(text)
+    except UsageError:
+        raise UsageError(f"amp must be on, off, fp16, fp32 or bf16, got {shown(value)}") from None
+
+
+def parse_compile(value: Any) -> str:
+    """compile as the trainer spells it: False/off (eager), True (its "default" mode), or a mode name."""
+    if isinstance(value, bool):
+        return "default" if value else COMPILE_OFF
+    text = str(value).strip().lower()
+    if text in ("off", "false", "0", "no", "none"):
+        return COMPILE_OFF
+    if text in ("on", "true", "1", "yes"):
+        return "default"
+    if not _MODE.fullmatch(text):
+        raise UsageError(f"compile must be off or a torch.compile mode like default, got {shown(value)}")
+    return text
+
+
+def parse_channels_last(value: Any) -> ChannelsLast:
+    """channels_last: default (the trainer's choice), on or off."""
+    if value is None or str(value).strip().lower() in ("default", "none", ""):
+        return "default"
+    return "on" if (value if isinstance(value, bool) else parse_bool(str(value))) else "off"
+
+
+def amp_text(amp: Precision) -> str:
+    """on, off or bf16: amp as speedopt prints it."""
+    return "bf16" if amp == "bf16" else ("on" if amp else "off")
+
+
 def parse_bool(text: str) -> bool:
     """Parse on/off style flags (on, off, true, false, 1, 0, yes, no)."""
     value = text.strip().lower()
@@ -157,12 +217,13 @@ def parse_bool(text: str) -> bool:
 
 def knobs_text(knobs: Knobs) -> str:
     """Compact one-line config: model imgsz batch workers cache amp freeze (and data=resized on a copy)."""
-    amp = "on" if knobs.amp else "off"
     data = " data=resized" if knobs.data == "resized" else ""
     gpus = f" gpus={knobs.gpus}" if knobs.gpus > 1 else ""
+    compiled = f" compile={knobs.compile}" if knobs.compile != COMPILE_OFF else ""
+    nhwc = f" channels_last={knobs.channels_last}" if knobs.channels_last != "default" else ""
     return (
-        f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp} "
-        f"freeze={knobs.freeze}{data}{gpus}"
+        f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp_text(knobs.amp)} "
+        f"freeze={knobs.freeze}{data}{gpus}{compiled}{nhwc}"
     )
 
 
@@ -177,7 +238,11 @@ def parse_value(knob: str, value: Any) -> Any:
         raise UsageError(f"unknown knob {shown(knob)}; knobs are {', '.join(KNOB_NAMES)}")
     text = str(value).strip()
     if knob == "amp":
-        return value if isinstance(value, bool) else parse_bool(text)
+        return parse_amp(value)
+    if knob == "compile":
+        return parse_compile(value)
+    if knob == "channels_last":
+        return parse_channels_last(value)
     if knob == "cache":
         if isinstance(value, bool):  # the trainer's own spelling: cache=True means ram
             return "ram" if value else "none"

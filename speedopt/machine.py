@@ -223,3 +223,23 @@ def fingerprint(disk_path: str = ".") -> MachineFingerprint:
         os=platform.platform(),
         python=platform.python_version(),
     )
+
+
+def bf16_supported(device: str) -> bool:
+    """Whether every GPU ``device`` lists (``0`` or ``0,1``) has bfloat16 (compute capability 8.0 or newer), via NVML:
+    ``amp=bf16`` is offered only there. False on the CPU or without a driver."""
+    if device == "cpu":
+        return False
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return False
+    try:
+        majors = [pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(int(i)))[0] for i in device.split(",")]
+        return bool(majors) and min(majors) >= 8
+    except Exception:  # an index NVML does not know: the device check says so elsewhere
+        return False
+    finally:
+        pynvml.nvmlShutdown()

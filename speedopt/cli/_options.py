@@ -8,7 +8,7 @@ from typing import NoReturn
 from speedopt import defaults, engines
 from speedopt.engines import NAMES, EngineName
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, Knobs, parse_bool
+from speedopt.knobs import CACHE_MODES, Knobs, parse_amp, parse_channels_last, parse_compile
 from speedopt.measure import TrialOptions
 
 
@@ -84,7 +84,19 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
     parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
     parser.add_argument("--cache", default="none", choices=CACHE_MODES, help="image cache (default none)")
-    parser.add_argument("--amp", default=None, choices=("on", "off"), help="mixed precision (default on with CUDA; off on CPU)")
+    parser.add_argument(
+        "--amp", default=None, choices=("on", "off", "fp16", "fp32", "bf16"),
+        help="precision: on/fp16 (AMP, the default with CUDA), off/fp32 (the CPU's), bf16 (Ultralytics, on a GPU that has it)",
+    )
+    parser.add_argument(
+        "--compile", default="off",
+        help="torch.compile mode (Ultralytics only): off (default), default, reduce-overhead, ... as the installed "
+        "trainer accepts; its one-time compile is measured apart from the steady images/s",
+    )
+    parser.add_argument(
+        "--channels-last", default="default", choices=("default", "on", "off"),
+        help="the model's memory format on CUDA (Ultralytics only); default: the trainer's choice (on for CUDA)",
+    )
     parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
 
 
@@ -92,7 +104,8 @@ def knobs_of(args: argparse.Namespace) -> Knobs:
     """The knobs given by :func:`add_knobs`' options."""
     return Knobs(
         model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
-        amp=parse_bool(args.amp) if args.amp else True, freeze=args.freeze,
+        amp=parse_amp(args.amp) if args.amp else True, freeze=args.freeze, compile=parse_compile(args.compile),
+        channels_last=parse_channels_last(args.channels_last),
     )
 
 

@@ -34,6 +34,10 @@ def trial_table(result: TrialResult) -> Table:
     if result.image_bytes_mean is not None and result.image_long_side is not None:
         read = f"long side {result.image_long_side} px, {result.image_bytes_mean / 2**10:.0f} KiB each (mean)"
     table.add_row("train images read", read)
+    if result.config.compile != "off" or result.compile_s is not None:
+        table.add_row("torch.compile (one time)", _fmt(result.compile_s, " s", 1) + " in the warm-up steps beyond steady ones: paid once per run, not in images/s")
+        gap = None if result.compile_loss_gap is None else 100 * result.compile_loss_gap
+        table.add_row("compiled vs eager loss", _fmt(gap, " %", 4) + " apart on the first batch (accuracy-neutral within 1%)")
     table.add_row("peak RAM (with workers)", _fmt(result.peak_ram_mb, " MB", 0))
     table.add_row("peak GPU memory", _fmt(result.peak_gpu_mem_mb, " MB", 0))
     table.add_row("GPU / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")

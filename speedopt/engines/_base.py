@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from speedopt.knobs import Knobs
+from speedopt.knobs import COMPILE_OFF, Knobs
 
 
 class Clock(Protocol):
@@ -115,6 +115,7 @@ class EngineReport:
     label_scan_s: float | None = None  # set-up time spent scanning labels (0.0: every split's labels came from a cache)
     image_bytes_mean: float | None = None  # the train images the trainer listed: mean file size
     image_long_side: int | None = None  # and mean long side in pixels (decoded size), from their headers
+    compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials only)
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,8 @@ class Engine(abc.ABC):
     ddp_devices: ClassVar[tuple[str, ...]] = ()  # where train() runs as a DDP rank under torch.distributed.run: "cuda", "cpu"
     trains_yolov5: ClassVar[bool] = True  # False for a stand-in: its study prints no training command
     supports_ceilings: ClassVar[bool] = False  # train() honours TrainRun.mode "data" and "compute" (the ceilings)
+    supports_compile: ClassVar[bool] = False  # train() honours Knobs.compile (the trainer's torch.compile option)
+    supports_channels_last: ClassVar[bool] = False  # train() honours Knobs.channels_last on CUDA
 
     @abc.abstractmethod
     def version(self) -> str | None:
@@ -175,8 +178,23 @@ class Engine(abc.ABC):
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         """Knobs this trainer has no switch for on ``device``: knob -> (the value it always runs, why).
 
-        The trial runs that value whatever was asked and notes why; a search does not vary the knob.
+        The trial runs that value whatever was asked and notes why; a search does not vary the knob. The base
+        fixes the knobs of newer trainers an engine does not declare (``compile``, ``channels_last``); engines
+        that override it start from it.
         """
+        fixed: dict[str, tuple[Any, str]] = {}
+        if not self.supports_compile:
+            fixed["compile"] = (COMPILE_OFF, f"the {self.name} trainer has no torch.compile option")
+        if not self.supports_channels_last:
+            fixed["channels_last"] = ("default", f"the {self.name} trainer has no channels_last option")
+        elif device == "cpu":
+            fixed["channels_last"] = ("default", "channels_last is a CUDA-only option: the trainer ignores it on the CPU")
+        return fixed
+
+    def accepted(self, device: str) -> dict[str, tuple[tuple[Any, ...], str]]:
+        """Knobs whose values the installed trainer limits on ``device``: knob -> (the values it takes, why),
+        read from the trainer, never assumed (its ``compile`` modes; ``amp=bf16`` only on a GPU with bfloat16).
+        A space that lists another value is refused; a default space leaves it out, with a note."""
         return {}
 
     def environment(self, cache_dir: Path) -> dict[str, str]:

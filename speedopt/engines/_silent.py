@@ -2,7 +2,8 @@
 
 Trainers change a run without failing it. Ultralytics halves the batch after an out-of-memory error in the
 first epoch (up to three times, since 8.4.13), falls back to no cache when a RAM or disk cache fails its
-space check, and turns AMP off when its AMP check fails. Classic ``train.py`` caps the batch at the train
+space check, turns AMP off when its AMP check fails, trains eager when its compile pre-check finds no
+inductor backend, and ignores channels_last off CUDA. Classic ``train.py`` caps the batch at the train
 set and floors imgsz. A trial that ran such a change measured another config than the one asked: crediting
 the request with that speed would be a lie. So each engine reads the knobs back from its trainer after
 set-up and after the first steps (its ``knobs_as_run``), and :func:`silent_changes` compares them with the
@@ -23,7 +24,12 @@ from speedopt.knobs import Knobs, value_text
 from speedopt.status import Status, TrialRejected
 
 #: The knobs a trainer may change silently, and the status a trial that ran the change gets.
-WATCHED: Mapping[str, Status] = {"batch": Status.OOM, "cache": Status.INFEASIBLE, "amp": Status.INFEASIBLE, "imgsz": Status.INFEASIBLE}
+WATCHED: Mapping[str, Status] = {
+    "batch": Status.OOM,
+    **dict.fromkeys(("cache", "amp", "imgsz", "compile", "channels_last"), Status.INFEASIBLE),
+}
+#: Asked values that leave the choice to the trainer: whatever it runs is what was asked (recorded as run).
+DEFERRED: Mapping[str, object] = {"channels_last": "default"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ def silent_changes(asked: Knobs, ran: Knobs, why: Mapping[str, str], knobs: Iter
     out = []
     for knob in knobs:
         before, after = getattr(asked, knob), getattr(ran, knob)
-        if before != after:
+        if before != after and DEFERRED.get(knob, object()) != before:
             out.append(SilentChange(knob, before, after, why.get(knob, "the trainer's own rule"), WATCHED[knob]))
     return out
 

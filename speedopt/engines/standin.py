@@ -39,7 +39,7 @@ class StandinEngine(Engine):
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         why = "the stand-in engine has no {}"
-        return {"cache": ("none", why.format("cache modes")), "freeze": (0, why.format("frozen layers"))}
+        return {**super().fixed_knobs(device), "cache": ("none", why.format("cache modes")), "freeze": (0, why.format("frozen layers"))}
 
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         import torch

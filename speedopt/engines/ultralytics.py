@@ -35,17 +35,17 @@ clock counts it in the next step, as waiting for data (see :class:`~speedopt.mea
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt.data import list_images, resolution_env, write_trainer_yaml
+from speedopt import machine
+from speedopt.data import resolution_env, write_trainer_yaml
+from speedopt.engines import _compile
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
     SameBatch,
-    built_cache,
     drain,
     frozen_prefix,
     images_read,
@@ -53,14 +53,14 @@ from speedopt.engines._common import (
     package_version,
     preload_modules,
     scan_counts,
-    subset_entries,
     sync,
     timed,
     to_device,
     workers_note,
 )
 from speedopt.engines._silent import reject, silent_changes
-from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.engines._ultralytics_labels import patch_labels
+from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
 from speedopt.offline import place_font
 from speedopt.status import Status, TrialFinished, TrialRejected
 
@@ -87,9 +87,12 @@ def _patch_module() -> None:
     trainer_module.check_amp = lambda model: True
 
 
-def _patch_trainer(trainer: Any, images: dict[str, int] | None = None) -> tuple[dict[str, float], list[float]]:
+def _patch_trainer(
+    trainer: Any, images: dict[str, Any] | None = None, eager_reference: bool = False
+) -> tuple[dict[str, float], list[float]]:
     """The instance patches (see the module docstring); returns the dataset build times by mode and
-    the validation times, both filled as they happen. ``images`` gets each batch's image count."""
+    the validation times, both filled as they happen. ``images`` gets each batch's image count, and with
+    ``eager_reference`` the eager model's loss on the first batch (``eager_loss``: the compile check)."""
     builds: dict[str, float] = {}
     build = trainer.build_dataset
 
@@ -107,92 +110,13 @@ def _patch_trainer(trainer: Any, images: dict[str, int] | None = None) -> tuple[
 
         def counted(batch: dict[str, Any]) -> Any:
             images["last"] = int(batch["img"].shape[0])
-            return preprocess(batch)
+            ready = preprocess(batch)
+            if eager_reference and "eager_loss" not in images:
+                images["eager_loss"] = _compile.eager_loss(trainer, ready)
+            return ready
 
         trainer.preprocess_batch = counted
     return builds, validations
-
-
-def _is_subset(dataset: Any) -> bool:
-    """Whether the trainer built this dataset on part of its split (``fraction`` below all of it)."""
-    return getattr(dataset, "fraction", 1.0) != 1.0
-
-
-def _patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[float]) -> None:
-    """The listing and label-cache patches of the dataset class (see the module docstring); ``scans`` gets
-    each scan's seconds. Applied once per job process: the originals are kept on the class."""
-    from ultralytics.data.dataset import YOLODataset
-
-    originals = YOLODataset.__dict__.get("_speedopt_originals")
-    if originals is None:
-        originals = (YOLODataset.cache_labels, getattr(YOLODataset, "_load_or_scan_cache", None), YOLODataset.get_img_files)
-        YOLODataset._speedopt_originals = originals
-    scan, load_or_scan, get_img_files = originals
-
-    def listed(self: Any, img_path: str | list[str]) -> list[str]:
-        entries = [_listing(p, workdir) for p in (img_path if isinstance(img_path, list) else [img_path])]
-        files: list[str] = get_img_files(self, entries if isinstance(img_path, list) else entries[0])
-        return files
-
-    YOLODataset.get_img_files = listed
-
-    def cache_labels(self: Any, path: Path = Path("./labels.cache")) -> Any:
-        if _is_subset(self):  # never the user's full cache: a subset's goes in the job's folder
-            path = workdir / f"{Path(path).stem}-subset.cache"
-        started = time.perf_counter()
-        try:
-            return scan(self, path)
-        finally:
-            scans.append(time.perf_counter() - started)
-
-    YOLODataset.cache_labels = cache_labels
-    if load_or_scan is None:  # an Ultralytics without the hook: subsets scan (in the private folder)
-        return
-
-    def from_full_cache(self: Any, cache_path: Path, cache_hash: str) -> tuple[dict[str, Any], bool]:
-        full = built_cache(known, cache_path) if _is_subset(self) else None
-        if full is not None:
-            cache = _subset_cache(full, list(self.im_files), cache_hash)
-            if cache is not None:
-                return cache, True
-        own: tuple[dict[str, Any], bool] = load_or_scan(self, cache_path, cache_hash)
-        return own
-
-    YOLODataset._load_or_scan_cache = from_full_cache
-
-
-def _listing(entry: str, workdir: Path) -> str:
-    """A split entry as the trainer should read it: a folder becomes a list file of speedopt's listing of it
-    (:func:`speedopt.data.list_images`, which follows no link back into the tree) in the job's folder; the
-    trainer then filters, sorts and takes its fraction of it as of its own listing. Anything else as given."""
-    if not Path(entry).is_dir():
-        return entry
-    images = list_images(entry)
-    target = workdir / f"listing-{hashlib.sha256(str(entry).encode()).hexdigest()[:12]}.txt"
-    target.write_text("".join(f"{image}\n" for image in images if "\n" not in str(image)))
-    return str(target)
-
-
-def _subset_cache(full: SplitLabels, im_files: list[str], cache_hash: str) -> dict[str, Any] | None:
-    """The subset's label cache taken from the full split's (see :func:`_patch_labels`), in the form
-    ``get_labels`` reads; None when the file is not the one the study built or lacks a subset image."""
-    from ultralytics.data.dataset import DATASET_CACHE_VERSION
-    from ultralytics.data.utils import load_dataset_cache_file
-
-    try:
-        cache = load_dataset_cache_file(Path(full.cache))
-    except Exception:  # missing, truncated, not a cache
-        return None
-    if cache.get("version") != DATASET_CACHE_VERSION or str(cache.get("version")) != full.version or cache.get("hash") != full.hash:
-        return None
-    subset = subset_entries({lb["im_file"]: lb for lb in cache["labels"]}, im_files, cache.get("msgs") or ())
-    if subset is None:
-        return None
-    picked, corrupt = subset
-    labels = [label for _, label in picked]
-    found = sum(len(label["cls"]) > 0 for label in labels)
-    results = (found, 0, len(labels) - found, corrupt, len(im_files))  # found, missing, empty, corrupt, total
-    return {"labels": labels, "hash": cache_hash, "version": cache["version"], "msgs": [], "results": results}
 
 
 class UltralyticsEngine(Engine):
@@ -207,10 +131,20 @@ class UltralyticsEngine(Engine):
     def version(self) -> str | None:
         return package_version("ultralytics")
 
+    supports_compile = True
+    supports_channels_last = True
+
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
+        fixed = super().fixed_knobs(device)
         if device == "cpu":
-            return {"workers": (0, CPU_WORKERS_REASON)}
-        return {}
+            fixed["workers"] = (0, CPU_WORKERS_REASON)
+        return fixed
+
+    def accepted(self, device: str) -> dict[str, tuple[tuple[Any, ...], str]]:
+        out: dict[str, tuple[tuple[Any, ...], str]] = {"compile": ((COMPILE_OFF, *_compile.compile_modes()), f"the modes the installed Ultralytics {self.version()} lists")}
+        if device != "cpu" and not machine.bf16_supported(device):
+            out["amp"] = ((True, False), "bf16 needs a GPU with bfloat16 (compute capability 8.0 or newer)")
+        return out
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
@@ -278,7 +212,7 @@ class UltralyticsEngine(Engine):
         data = check_det_dataset(_trainer_data(data_yaml, workdir))
         cfg = get_cfg(overrides={"task": "detect"})
         scans: list[float] = []
-        _patch_labels(workdir, (), scans)
+        patch_labels(workdir, (), scans)
         splits = []
         for split in ("train", "val"):
             before, started = len(scans), time.perf_counter()
@@ -302,7 +236,7 @@ class UltralyticsEngine(Engine):
         knobs = run.knobs
         _patch_module()
         scans: list[float] = []
-        _patch_labels(run.workdir, run.label_caches, scans)
+        patch_labels(run.workdir, run.label_caches, scans)
         seen: dict[str, Any] = {}  # filled by the hooks below
         images = {"last": knobs.batch}
 
@@ -311,7 +245,7 @@ class UltralyticsEngine(Engine):
             seen["im_files"] = list(dataset.im_files)
             seen["as_run"] = as_run = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
-            reject(silent_changes(knobs, as_run, _silent_why(knobs), ("cache", "amp", "imgsz")))
+            reject(silent_changes(knobs, as_run, _silent_why(knobs), ("cache", "amp", "imgsz", "compile", "channels_last")))
             _ceiling_mode(trainer, run.mode, clock)
 
         def batch_start(trainer: Any) -> None:  # the batch is read again at every step: OOM halving comes later
@@ -321,6 +255,9 @@ class UltralyticsEngine(Engine):
 
         def batch_end(trainer: Any) -> None:
             sync(trainer.device)
+            if "eager_loss" in images and "compiled_loss" not in seen:  # the first step's loss, before the clock ends it
+                seen["compiled_loss"] = float(trainer.loss) / max(1, int(getattr(trainer, "world_size", 1) or 1))
+                seen["loss_gap"] = _compile.check_loss(float(images["eager_loss"]), seen["compiled_loss"], knobs.compile)
             clock.batch_end(images["last"])
 
         hooks = callbacks.get_default_callbacks()
@@ -328,12 +265,16 @@ class UltralyticsEngine(Engine):
         hooks["on_train_batch_start"].append(batch_start)
         hooks["on_train_batch_end"].append(batch_end)
         trainer = DetectionTrainer(overrides=_train_overrides(run), _callbacks=hooks)
-        builds, _ = _patch_trainer(trainer, images)
+        builds, _ = _patch_trainer(trainer, images, eager_reference=knobs.compile != COMPILE_OFF and run.mode == "train")
         _guard_mosaic(trainer, seen)
         try:
             trainer.train()
         except TrialFinished:
             pass
+        except Exception as exc:
+            if knobs.compile != COMPILE_OFF and _compile.is_compile_error(exc):
+                raise _compile.failure(exc, knobs.compile) from None
+            raise
         finally:
             for name in ("train_loader", "test_loader"):
                 close = getattr(getattr(trainer, name, None), "close", None)
@@ -349,6 +290,7 @@ class UltralyticsEngine(Engine):
             val_build_s=builds.get("val"),
             val_images=len(trainer.test_loader.dataset),
             label_scan_s=float(sum(scans)),
+            compile_loss_gap=seen.get("loss_gap"),
             **_images_read(seen),
         )
 
@@ -383,6 +325,9 @@ def _silent_why(asked: Knobs) -> dict[str, str]:
             "its disk check found an image folder not writable, or too little free disk"),
         "amp": "its AMP check failed, so it trains in FP32",
         "imgsz": "it rounds imgsz to the model's stride",
+        "compile": "its attempt_compile found no working inductor backend (a C++ compiler on the CPU, Triton on CUDA) "
+        "and trains the eager model",
+        "channels_last": "channels_last is CUDA-only: the trainer ignores it on other devices",
     }
 
 
@@ -414,6 +359,8 @@ def _train_overrides(run: TrainRun) -> dict[str, Any]:
         "workers": knobs.workers,
         "cache": False if knobs.cache == "none" else knobs.cache,
         "amp": knobs.amp,
+        "compile": False if knobs.compile == COMPILE_OFF else knobs.compile,
+        "channels_last": None if knobs.channels_last == "default" else knobs.channels_last == "on",
         "freeze": knobs.freeze or None,
         "device": run.device,
         "epochs": run.epochs,
@@ -436,7 +383,7 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
 
     knobs = run.knobs
     _patch_module()
-    _patch_labels(run.workdir, (), [])  # a probe's subset never overwrites the user's label cache
+    patch_labels(run.workdir, (), [])  # a probe's subset never overwrites the user's label cache
     overrides = {
         "model": model_argument(knobs.model),
         "pretrained": run.weights or False,
@@ -481,10 +428,28 @@ def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:
         batch=int(trainer.batch_size),
         workers=int(trainer.train_loader.num_workers),
         cache=dataset.cache or "none",
-        amp=bool(trainer.amp),
+        amp=_amp_as_run(trainer),
         freeze=freeze,
         data=asked.data,  # which data.yaml the trainer got; images_read() reports what it read
+        compile=asked.compile if hasattr(trainer.model, "_orig_mod") else COMPILE_OFF,  # torch.compile's wrapper
+        channels_last=_memory_format(model),  # "default" asked: the trainer's own choice, recorded as it ran
     )
+
+
+def _amp_as_run(trainer: Any) -> Precision:
+    """AMP as the trainer runs it: off after a failed check, bf16 where it was asked and kept."""
+    if not bool(trainer.amp):
+        return False
+    return "bf16" if trainer.args.amp == "bf16" else True
+
+
+def _memory_format(model: Any) -> ChannelsLast:
+    """on when the model's convolution weights are laid out channels_last (NHWC), else off."""
+    import torch
+
+    weight = next((p for p in model.parameters() if p.dim() == 4), None)
+    nhwc = weight is not None and weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    return "on" if nhwc else "off"
 
 
 def _images_read(seen: dict[str, Any]) -> dict[str, Any]:

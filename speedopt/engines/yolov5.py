@@ -73,7 +73,7 @@ class Yolov5Engine(Engine):
         return package_version("yolov5")
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
-        return {"amp": (device != "cpu", _AMP_REASON)}
+        return {**super().fixed_knobs(device), "amp": (device != "cpu", _AMP_REASON)}
 
     def command_problems(self) -> tuple[str, ...]:
         import numpy as np

@@ -32,7 +32,8 @@ from speedopt.status import Status
 CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
-COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze")
+COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze", "compile", "channels_last")
+_NEWER = ("compile", "channels_last")
 KNOBS_OF: dict[CeilingKind, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
 _WHAT: dict[CeilingKind, str] = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on its first batches kept on the device"}
 
@@ -43,8 +44,9 @@ Measure = Callable[[TrialRequest], TrialResult]
 def key_of(kind: CeilingKind, knobs: Knobs) -> str:
     """The knobs a ``kind`` ceiling depends on, as text: ``workers=2 cache=ram imgsz=320 batch=16 data=original``."""
     names = DATA_KNOBS if kind == "data" else COMPUTE_KNOBS
-    values = knobs.to_dict()
-    return " ".join(f"{n}={values[n]}" for n in names)
+    values, unset = knobs.to_dict(), Knobs().to_dict()
+    # the newer knobs (compile, channels_last) only where set: keys stored before them still match
+    return " ".join(f"{n}={values[n]}" for n in names if n not in _NEWER or values[n] != unset[n])
 
 
 def ceiling_knobs(kind: CeilingKind, knobs: Knobs) -> Knobs:

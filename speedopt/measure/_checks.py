@@ -44,8 +44,8 @@ def adjust_to_device(knobs: Knobs, engine: Engine, device: str) -> tuple[Knobs, 
             knobs = dataclasses.replace(knobs, **{knob: value})
             notes[knob] = f"{knob}={value_text(value)}: {why}"
     if knobs.amp and device == "cpu":
+        notes["amp"] = f"amp=off: AMP{' (bf16)' if knobs.amp == 'bf16' else ''} needs CUDA and this runs on the CPU"
         knobs = dataclasses.replace(knobs, amp=False)
-        notes["amp"] = "amp=off: AMP needs CUDA and this runs on the CPU"
     return knobs, notes, check_gpus(knobs, engine, device)
 
 

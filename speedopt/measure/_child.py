@@ -17,7 +17,8 @@ from typing import Any
 from speedopt import engines
 from speedopt.engines import Engine, ProbeRun, TrainRun
 from speedopt.isolation import PARENT_ENV, die_with
-from speedopt.measure._clock import StepClock
+from speedopt.knobs import COMPILE_OFF
+from speedopt.measure._clock import StepClock, one_time_s
 from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
 from speedopt.measure._launch import AGENT_ENV
 from speedopt.measure._request import TrialRequest
@@ -134,6 +135,9 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         label_scan_s=report.label_scan_s,
         image_bytes_mean=report.image_bytes_mean,
         image_long_side=report.image_long_side,
+        warmup_s=list(stats.warmup_s),
+        compile_s=one_time_s(stats.warmup_s, stats.step_s) if report.knobs.compile != COMPILE_OFF else None,
+        compile_loss_gap=report.compile_loss_gap,
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from speedopt.status import TrialFinished
@@ -36,6 +36,7 @@ class StepStats:
     ci_rel: float | None = None  # half-width of the 90% confidence interval of the mean step time, / the mean
     converged: bool = False  # ci_rel reached the target before the maximum steps
     step_s: tuple[float, ...] = ()  # every measured step's interval, in order (the trace behind the figures)
+    warmup_s: tuple[float, ...] = ()  # every warm-up batch's interval (the first: its step alone), in order
 
 
 def preload() -> None:
@@ -54,6 +55,16 @@ def t_quantiles(most: int, level: float = LEVEL) -> list[float]:
 
     dfs = list(range(1, max(most, 2)))
     return [float("inf"), float("inf")] + [float(q) for q in stdtrit(dfs, 0.5 + level / 2)]
+
+
+def one_time_s(warmup_s: Sequence[float], steady_s: Sequence[float]) -> float | None:
+    """The one-time cost in a trial's warm-up: what its warm-up steps took beyond as many steady steps (the
+    measured window's median). None without both. For a compiled model this is the compile (and the eager
+    first-step costs an uncompiled run pays too, a small share of it)."""
+    if not warmup_s or not steady_s:
+        return None
+    steady = statistics.median(steady_s)
+    return max(0.0, sum(warmup_s) - steady * len(warmup_s))
 
 
 def mean_ci_rel(samples: list[float], quantiles: list[float]) -> float:
@@ -114,6 +125,7 @@ class StepClock:
         self._intervals: list[float] = []
         self._waits: list[float] = []
         self._images: list[int] = []
+        self._warm_s: list[float] = []
         self._ci: float | None = None
         self._quantiles = t_quantiles(self.max_steps)
 
@@ -143,6 +155,8 @@ class StepClock:
             self._waits.append(wait)
             self._images.append(images)
         self._batches += 1
+        if self._warm is None:
+            self._warm_s.append(end - (self._last_end if self._last_end is not None else (self._start or end)))
         self._last_end = end
         if self._warm is None:
             self._end_warmup_if_due(waited=wait > 0.05 * compute)
@@ -217,5 +231,6 @@ class StepClock:
             converged=ci is not None and ci <= self.target and self.drift() <= self.target,
 
             step_s=tuple(round(s, 5) for s in self._intervals),
+            warmup_s=tuple(round(s, 5) for s in self._warm_s),
 
         )

@@ -41,6 +41,9 @@ class TrialResult:
     ci_rel: float | None = None  # 90% CI half-width of the mean step time, relative to it
     converged: bool | None = None  # the CI reached +/-5% before max_steps
     step_s: tuple[float, ...] = field(default=(), repr=False)  # each measured step's seconds, in order
+    warmup_s: tuple[float, ...] = field(default=(), repr=False)  # each warm-up batch's seconds, in order
+    compile_s: float | None = None  # torch.compile's one-time cost: the warm-up steps beyond steady ones (compile trials)
+    compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials)
     images_used: int | None = None
     images_total: int | None = None
     train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
@@ -84,6 +87,7 @@ class TrialResult:
         data["notes"] = list(self.notes)
         data["network_blocked"] = list(self.network_blocked)
         data["step_s"] = list(self.step_s)
+        data["warmup_s"] = list(self.warmup_s)
         data["rank_images_per_s"] = list(self.rank_images_per_s)
         return data
 
@@ -99,6 +103,7 @@ class TrialResult:
         values["notes"] = tuple(values.get("notes", ()))
         values["network_blocked"] = tuple(values.get("network_blocked", ()))
         values["step_s"] = tuple(values.get("step_s", ()))
+        values["warmup_s"] = tuple(values.get("warmup_s", ()))
         values["rank_images_per_s"] = tuple(values.get("rank_images_per_s", ()))
 
         return cls(**values)

@@ -91,6 +91,7 @@ def _result(request: TrialRequest, outcome: JobOutcome) -> TrialResult:
     config = Knobs.from_dict(figures.pop("config")) if "config" in figures else request.knobs
     notes = request.notes + tuple(figures.pop("notes", ()))
     figures["step_s"] = tuple(figures.get("step_s", ()))  # JSON gave a list; the record keeps tuples
+    figures["warmup_s"] = tuple(figures.get("warmup_s", ()))
     figures["rank_images_per_s"] = tuple(figures.get("rank_images_per_s", ()))
     base = unmeasured(request, outcome.status, outcome.message)
     return dataclasses.replace(

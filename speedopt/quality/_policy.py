@@ -16,7 +16,7 @@ from speedopt import defaults
 from speedopt.checkpoint import check_weights_file
 from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs
+from speedopt.knobs import Knobs, amp_text
 from speedopt.measure import positive
 from speedopt.quality._budget import ProbeBudget
 
@@ -84,7 +84,7 @@ def unchecked_text(knobs: tuple[str, ...]) -> str:
 
 def signature_text(sig: dict[str, Any]) -> str:
     """A signature in one line: model imgsz batch amp freeze (and the prepared copy, when one)."""
-    amp = "on" if sig["amp"] else "off"
+    amp = amp_text(sig["amp"])
     data = f" data={sig['data']}" if "data" in sig else ""
     return f"{sig['model']} {sig['imgsz']}px b{sig['batch']} amp={amp} freeze={sig['freeze']}{data}"
 

@@ -56,6 +56,8 @@ def projection_section(epochs: int, pb: Projection | None, pr: Projection | None
         lines.append(f"| {label} | " + " | ".join(get(p) if p else "-" for p in (pb, pr)) + " |")
 
     row("one-time dataset build (prepare + scan + cache)", lambda p: duration(p.build_s))
+    if any(p and p.compile_s for p in (pb, pr)):
+        row("torch.compile, once per run (measured in the trial)", lambda p: duration(p.compile_s))
     row("train time per epoch", lambda p: duration(p.epoch_train_s))
     row("validation per epoch", lambda p: duration(p.val_s))
     row("checkpoint saves per epoch (last.pt + best.pt, upper bound)", lambda p: "-" if p.save_s is None else f"{p.save_s:.2f} s")

@@ -1,6 +1,6 @@
 """Projected wall time of the full training run, from what trials measured (an estimate, with its inputs).
 
-full run = one-time dataset build + epochs x (full train set / measured images/s + one validation
+full run = one-time dataset build + torch.compile's one-time cost (compile trials) + epochs x (full train set / measured images/s + one validation
 pass, timed once on the val split by a real validation run + one checkpoint save, timed in the same
 run right after the validation). The save is the trainer's own epoch-end save: last.pt, and best.pt
 when the epoch improved; the timed save is of the first epoch, which always improves, so it writes
@@ -40,6 +40,7 @@ class Projection:
     label_scan_s: float | None = None  # of build_s: the label scan measured once by the study's labels job
     notes: tuple[str, ...] = ()  # advice on the one-time costs (a multi-GPU run: build the label cache first)
     save_s: float | None = None  # one epoch-end checkpoint save (last.pt + best.pt: an upper bound per epoch)
+    compile_s: float = 0.0  # torch.compile's one-time cost, measured in the config's trial, counted once
 
     @property
     def epoch_s(self) -> float:
@@ -50,6 +51,7 @@ class Projection:
         """The total, split into what it adds up (seconds): their sum is :attr:`total_s`."""
         return {
             "one-time build": self.build_s,
+            "torch.compile": self.compile_s,
             "training": self.epochs * self.epoch_train_s,
             "validation": self.epochs * (self.val_s or 0.0),
             "checkpoint saves": self.epochs * (self.save_s or 0.0),
@@ -103,8 +105,14 @@ def project(
         )
     else:
         basis.append("checkpoint save not timed: left out of the total")
-    total = build + epochs * (epoch + (val_s or 0.0) + (save_s or 0.0))
-    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s)
+    compiled = result.compile_s or 0.0
+    if result.config.compile != "off" and result.compile_s is not None:
+        basis.append(
+            f"torch.compile (compile={result.config.compile}) {compiled:.1f} s: the trial's warm-up steps beyond its steady "
+            "step time, paid once per run (less where the inductor cache is warm), counted once"
+        )
+    total = build + compiled + epochs * (epoch + (val_s or 0.0) + (save_s or 0.0))
+    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s, compiled)
 
 
 def _one_time(

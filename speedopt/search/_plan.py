@@ -302,7 +302,8 @@ def _check_listed(
                 f"--space lists {knob} {own[knob].text()} but the {eng.name} engine runs {knob}={value_text(value)} "
                 f"here ({why}); remove {knob} from the space file"
             )
-    if "amp" in own and device == "cpu" and True in own["amp"].values():
+    space_mod.refuse_unaccepted(own, eng.accepted(device), eng.name)
+    if "amp" in own and device == "cpu" and any(own["amp"].values()):
         raise UsageError(
             f"--space lists amp {own['amp'].text()} but AMP needs CUDA and this search runs on the CPU; "
             "remove amp from the space file or list amp: [off]"
@@ -350,7 +351,8 @@ def _space(
         adjust_to_device(dataclasses.replace(base, gpus=max(gpus)), eng, device)
         notes.append(f"gpus {domains['gpus'].text()}: batch is the total across the GPUs (each takes batch / gpus), as in both trainers")
     domains.update({knob: Domain(choices=(value,)) for knob, (value, _) in eng.fixed_knobs(device).items()})
-    if not cuda and True in domains["amp"].values():
+    notes += space_mod.narrow(domains, eng.accepted(device))
+    if not cuda and any(domains["amp"].values()):
         domains["amp"] = Domain(choices=(False,))
         notes.append("amp=on dropped from the space: AMP needs CUDA")
     if not policy.probing:  # speed with zero accuracy risk: accuracy knobs stay at the baseline's values

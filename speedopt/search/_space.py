@@ -16,7 +16,7 @@ from typing import Any
 
 from speedopt.data import read_yaml
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, MODEL_SCALES, STRIDE, Knobs, parse_value, shown
+from speedopt.knobs import CACHE_MODES, COMPILE_OFF, MODEL_SCALES, STRIDE, Knobs, parse_value, shown, value_text
 from speedopt.study import Domain, Space
 
 ORDERED = ("workers", "batch", "imgsz", "freeze", "gpus")  # integer knobs that may be given as {low, high, step}
@@ -37,7 +37,9 @@ def default_space(
 
     imgsz from half the baseline's up to it (larger images are never faster); batch by powers of two
     (smaller ones on a CPU, where memory bandwidth, not occupancy, limits); freeze 0..10 (the YOLOv5
-    backbone); gpus 1, 2, 4 ... up to the GPUs ``--device`` lists (``gpu_pool``).
+    backbone); gpus 1, 2, 4 ... up to the GPUs ``--device`` lists (``gpu_pool``); on a GPU also amp=bf16,
+    compile off/default and channels_last default/off (the engine's :meth:`~speedopt.engines.Engine.accepted`
+    and fixed knobs then drop what its trainer cannot run).
     """
     top = max(baseline.imgsz, 2 * STRIDE)
     low = max(STRIDE, (top // 2) // STRIDE * STRIDE)
@@ -50,12 +52,41 @@ def default_space(
             "batch": Domain(choices=batches),
             "imgsz": Domain(low=low, high=top, step=STRIDE),
             "cache": Domain(choices=CACHE_MODES),
-            "amp": Domain(choices=(True, False) if cuda else (False,)),
+            "amp": Domain(choices=(True, False, "bf16") if cuda else (False,)),  # the engine drops bf16 where it cannot
             "model": Domain(choices=MODEL_SCALES),
             "freeze": Domain(low=0, high=10),
             "gpus": Domain(choices=gpu_counts(gpu_pool) if cuda else (1,)),
+            # A cold compile takes minutes on a CPU: listed in --space there, searched by default on a GPU only.
+            "compile": Domain(choices=(COMPILE_OFF, "default") if cuda else (COMPILE_OFF,)),
+            "channels_last": Domain(choices=("default", "off") if cuda else ("default",)),
         }
     )
+
+
+Accepted = dict[str, tuple[tuple[Any, ...], str]]  # Engine.accepted(): knob -> (the values its trainer takes, why)
+
+
+def narrow(domains: dict[str, Domain], accepted: Accepted) -> list[str]:
+    """Leave out of ``domains`` (in place) the values the engine's trainer does not take; a note for each knob."""
+    notes = []
+    for knob, (allowed, why) in accepted.items():
+        have = domains[knob].values()
+        if any(v not in allowed for v in have):
+            domains[knob] = Domain(choices=tuple(v for v in have if v in allowed) or (allowed[0],))
+            dropped = ", ".join(f"{knob}={value_text(v)}" for v in have if v not in allowed)
+            notes.append(f"{dropped} left out of the space: {why}")
+    return notes
+
+
+def refuse_unaccepted(listed: dict[str, Domain], accepted: Accepted, engine: str) -> None:
+    """UsageError naming a --space value the engine's trainer does not take, and the values it does."""
+    for knob, (allowed, why) in accepted.items():
+        refused = [v for v in listed[knob].values() if v not in allowed] if knob in listed else []
+        if refused:
+            raise UsageError(
+                f"--space lists {knob} {', '.join(value_text(v) for v in refused)}, which the {engine} trainer here does "
+                f"not take ({why}: {', '.join(value_text(v) for v in allowed)}); list only those"
+            )
 
 
 def _range(knob: str, low: Any, high: Any, step: Any, source: str) -> Domain:

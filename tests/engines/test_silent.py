@@ -25,14 +25,31 @@ class _Model(torch.nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.Conv2d(4, 4, 1))
+        self.model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 4, 1))
         self.yaml = {"scale": "n"}
 
 
-def _trainer(batch: int = 16, cache: str | None = "ram", amp: bool = True) -> SimpleNamespace:
+class _Compiled(torch.nn.Module):
+    """What torch.compile returns: a wrapper holding the eager model as ``_orig_mod``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self._orig_mod = model
+
+
+def _trainer(
+    batch: int = 16, cache: str | None = "ram", amp: bool = True, asked_amp: object = True, compiled: bool = False,
+    nhwc: bool = False,
+) -> SimpleNamespace:
     dataset = SimpleNamespace(cache=cache)
     loader = SimpleNamespace(dataset=dataset, num_workers=0)
-    return SimpleNamespace(model=_Model(), args=SimpleNamespace(imgsz=320), batch_size=batch, train_loader=loader, amp=amp)
+    model: torch.nn.Module = _Model()
+    if nhwc:
+        model = model.to(memory_format=torch.channels_last)
+    args = SimpleNamespace(imgsz=320, amp=asked_amp)
+    return SimpleNamespace(
+        model=_Compiled(model) if compiled else model, args=args, batch_size=batch, train_loader=loader, amp=amp
+    )
 
 
 def _changes(trainer: SimpleNamespace) -> list:
@@ -40,7 +57,8 @@ def _changes(trainer: SimpleNamespace) -> list:
 
 
 def test_a_trainer_that_ran_what_was_asked_changes_nothing():
-    assert _knobs_as_run(_trainer(), ASKED) == ASKED
+    # channels_last=default leaves the choice to the trainer: what it chose is recorded as run, and is no change
+    assert _knobs_as_run(_trainer(), ASKED) == dataclasses.replace(ASKED, channels_last="off")
     assert _changes(_trainer()) == []
     reject([])  # nothing to reject: no exception
 
@@ -71,3 +89,25 @@ def test_only_the_knobs_named_are_compared_and_the_first_change_decides():
     with pytest.raises(TrialRejected) as info:
         reject(both)
     assert info.value.status is Status.OOM
+
+
+def test_compile_bf16_and_channels_last_are_read_back_from_the_trainer():
+    asked = dataclasses.replace(ASKED, amp="bf16", compile="default", channels_last="on")
+    ran = _knobs_as_run(_trainer(asked_amp="bf16", compiled=True, nhwc=True), asked)
+    assert (ran.amp, ran.compile, ran.channels_last) == ("bf16", "default", "on")
+    assert silent_changes(asked, ran, _silent_why(asked)) == []
+
+
+@pytest.mark.parametrize(
+    ("trainer", "asked", "knob", "why"),
+    [
+        (_trainer(compiled=False), {"compile": "default"}, "compile", "no working inductor backend"),
+        (_trainer(nhwc=False), {"channels_last": "on"}, "channels_last", "CUDA-only"),
+        (_trainer(amp=False, asked_amp="bf16"), {"amp": "bf16"}, "amp", "AMP check failed"),
+    ],
+    ids=["compile fell back to eager", "channels_last ignored off CUDA", "bf16 turned off"],
+)
+def test_a_newer_knob_the_trainer_dropped_is_infeasible(trainer, asked, knob, why):
+    wanted = dataclasses.replace(ASKED, **asked)
+    changes = silent_changes(wanted, _knobs_as_run(trainer, wanted), _silent_why(wanted))
+    assert [(c.knob, c.status) for c in changes] == [(knob, Status.INFEASIBLE)] and why in changes[0].text()

@@ -12,7 +12,9 @@ def test_default_adapts_to_the_machine():
     assert cpu.domains["amp"].values() == (False,)
     assert cpu.domains["imgsz"].values() == (320, 352, 384, 416, 448, 480, 512, 544, 576, 608, 640)
     gpu = space.default_space(Knobs(), cores=16, cuda=True, gpu_memory_mb=80_000)
-    assert gpu.domains["amp"].values() == (True, False)
+    assert gpu.domains["amp"].values() == (True, False, "bf16")  # the engine leaves bf16 out where its GPU lacks it
+    assert gpu.domains["compile"].values() == ("off", "default") and cpu.domains["compile"].values() == ("off",)
+    assert gpu.domains["channels_last"].values() == ("default", "off") and cpu.domains["channels_last"].values() == ("default",)
     assert max(gpu.domains["batch"].values()) == 256 and max(gpu.domains["workers"].values()) == 16
 
 
