@@ -197,7 +197,10 @@ def parse_channels_last(value: Any) -> ChannelsLast:
     """channels_last: default (the trainer's choice), on or off."""
     if value is None or str(value).strip().lower() in ("default", "none", ""):
         return "default"
-    return "on" if (value if isinstance(value, bool) else parse_bool(str(value))) else "off"
+    try:
+        return "on" if (value if isinstance(value, bool) else parse_bool(str(value))) else "off"
+    except UsageError:
+        raise UsageError(f"channels_last must be default, on or off, got {shown(value)}") from None
 
 
 def amp_text(amp: Precision) -> str:

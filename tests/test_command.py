@@ -15,6 +15,8 @@ CONFIGS = [
     Knobs(model="yolov5n", imgsz=320, batch=8, workers=0, cache="ram", amp=False, freeze=10),
     Knobs(model="yolov5x", imgsz=1280, batch=64, workers=16, cache="disk", amp=True, freeze=3),
     Knobs(model="/data/my weights/best.pt", imgsz=640, batch=16, workers=8, cache="none", amp=True, freeze=0),
+    Knobs(model="yolov5s", amp="bf16", compile="default", channels_last="off"),
+    Knobs(model="yolov5m", compile="max-autotune-no-cudagraphs", channels_last="on"),
 ]
 
 
@@ -138,3 +140,12 @@ def test_speedopt_trial_names_the_engine():
     text = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1, engine="yolov5", yolov5_dir="/src/yolov5")
     assert text.endswith("--engine yolov5 --yolov5-dir /src/yolov5")
     assert "--engine" not in command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1)
+
+
+def test_the_newer_knobs_are_written_only_where_set_in_the_trainers_spelling():
+    plain = command.yolo_train("d.yaml", Knobs())
+    assert "compile" not in plain and "channels_last" not in plain  # an older trainer still reads the command
+    words = shlex.split(command.yolo_train("d.yaml", Knobs(amp="bf16", compile="default", channels_last="off")))
+    assert {"amp=bf16", "compile=True", "channels_last=False"} <= set(words)
+    trial = command.speedopt_trial("d.yaml", Knobs(compile="reduce-overhead"), "cpu", 3, 1)
+    assert "--compile reduce-overhead" in trial and "--channels-last" not in trial

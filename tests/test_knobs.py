@@ -1,7 +1,7 @@
 import pytest
 
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs, parse_bool, resolve_model, round_imgsz, validate
+from speedopt.knobs import Knobs, knobs_text, parse_bool, parse_value, resolve_model, round_imgsz, validate
 from tests.conftest import checkpoint_file
 
 
@@ -63,3 +63,30 @@ def test_the_data_knob_reads_like_the_others_and_shows_only_when_resized():
     assert "data=resized" in knobs_text(Knobs(data="resized"))
     assert "data=" not in knobs_text(Knobs())
     assert Knobs.from_dict({"model": "yolov5n"}).data == "original"  # a record made before the knob existed
+
+
+@pytest.mark.parametrize(
+    ("knob", "given", "value"),
+    [
+        ("amp", "bf16", "bf16"), ("amp", "fp16", True), ("amp", "FP32", False), ("amp", True, True), ("amp", "off", False),
+        ("compile", False, "off"), ("compile", True, "default"), ("compile", "reduce-overhead", "reduce-overhead"),
+        ("compile", "on", "default"), ("channels_last", None, "default"), ("channels_last", True, "on"),
+        ("channels_last", "off", "off"),
+    ],
+)
+def test_the_newer_knobs_read_the_trainers_own_spellings(knob, given, value):
+    assert parse_value(knob, given) == value
+
+
+@pytest.mark.parametrize(("knob", "given"), [("amp", "fp8"), ("compile", "Max Autotune!"), ("channels_last", "sideways")])
+def test_a_bad_newer_knob_value_is_one_line(knob, given):
+    with pytest.raises(UsageError) as refused:
+        parse_value(knob, given)
+    assert knob in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_newer_knobs_default_to_the_trainers_own_defaults_and_show_only_when_set():
+    assert (Knobs().compile, Knobs().channels_last) == ("off", "default")
+    assert Knobs.from_dict({"model": "yolov5n"}).compile == "off"  # a study stored before them reads as it ran
+    assert "compile" not in knobs_text(Knobs())
+    assert knobs_text(Knobs(amp="bf16", compile="default")).endswith("amp=bf16 freeze=0 compile=default")

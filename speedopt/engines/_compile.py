@@ -69,8 +69,11 @@ def is_compile_error(exc: BaseException) -> bool:
 
 def failure(exc: BaseException, mode: str) -> TrialRejected:
     """A compile that failed at its first step, as an infeasible trial with the compiler's first line."""
-    text = str(exc).strip().splitlines()
-    first = next((t for t in text if t.strip()), type(exc).__name__)
+    inner: BaseException = exc
+    while (nested := getattr(inner, "inner_exception", None) or inner.__cause__) is not None:  # dynamo wraps the compiler's
+        inner = nested
+    lines = [t.strip() for t in str(inner).splitlines() if t.strip()]
+    first = f"{type(inner).__name__}: {lines[0]}" if lines else type(inner).__name__
     return TrialRejected(Status.INFEASIBLE, f"torch.compile (compile={mode}) failed on this machine: {first[:300]}; keep compile=off")
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.measure._clock import StepClock, t_quantiles
+from speedopt.measure._clock import StepClock, one_time_s, t_quantiles
 from speedopt.status import Status, TrialFinished
 
 
@@ -39,6 +39,10 @@ def test_clock_measures_only_steps_after_warmup():
     assert stats.step_s_p90 == pytest.approx(2.0)
     assert stats.window == pytest.approx((124.0, 130.0))
     assert clock.first_batch_at == pytest.approx(105.0)
+    # the warm-up steps are kept apart (the first: its step alone): a compiled model's one-time cost is in them
+    assert stats.warmup_s == pytest.approx((9.0, 10.0))
+    assert one_time_s(stats.warmup_s, stats.step_s) == pytest.approx(9.0 + 10.0 - 2 * 2.0)
+    assert one_time_s((), stats.step_s) is None
 
 
 def test_stats_need_all_steps():

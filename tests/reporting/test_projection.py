@@ -91,3 +91,14 @@ def test_a_validation_time_stored_before_saves_were_timed_still_reads():
     old = JobOutcome(Status.OK, "x", {"val_s": 1.5, "val_images": 4}, 1.0, "", (), 0.0, 1.0)
     new = JobOutcome(Status.OK, "x", {"val_s": 1.5, "val_images": 4, "save_s": 0.2}, 1.0, "", (), 0.0, 1.0)
     assert old.validation() == ValidationTime(1.5, 4, None) and new.validation() == ValidationTime(1.5, 4, 0.2)
+
+
+def test_compile_is_counted_once_not_per_epoch():
+    r = TrialResult(Status.OK, "", Knobs(compile="default"), Knobs(compile="default"), "cpu", "ultralytics", steps=20,
+                    images_per_s=10.0, images_total=100, compile_s=30.0)
+    p = project(r, epochs=5, val_s=None)
+    assert p is not None and p.compile_s == 30.0 and p.total_s == pytest.approx(30.0 + 5 * 10.0)
+    assert p.parts()["torch.compile"] == 30.0 and sum(p.parts().values()) == pytest.approx(p.total_s)
+    assert any("torch.compile (compile=default) 30.0 s" in b and "counted once" in b for b in p.basis)
+    eager = project(_result(images_per_s=10.0, images_total=100), epochs=5, val_s=None)
+    assert eager is not None and eager.compile_s == 0.0 and not any("torch.compile" in b for b in eager.basis)

@@ -140,6 +140,13 @@ QUALITY_OFF = "keeps the accuracy knobs (model, imgsz, freeze, batch, amp, data)
             "remove amp from the space file or list amp: [off]",
         ),
         ("amp: [on]\n", {"quality": "off"}, "--space lists amp [on] but AMP needs CUDA"),
+        (
+            "compile: [off, max-autotune-everything]\n",
+            {"quality": "off"},
+            "--space lists compile max-autotune-everything, which the ultralytics trainer here does not take (the modes "
+            "the installed Ultralytics",
+        ),
+        ("channels_last: [on, off]\n", {"quality": "off"}, "--space lists channels_last [on, off] but the ultralytics engine runs channels_last=default here (channels_last is a CUDA-only option"),
     ],
 )
 def test_a_listed_knob_is_never_silently_dropped_or_replaced(demo_yaml, tmp_path, space, change, says):
@@ -154,3 +161,10 @@ def test_the_same_knobs_from_the_default_space_keep_their_notes(demo_yaml, tmp_p
     p = plan(_config(demo_yaml, tmp_path, quality="off", fix=("amp=on",)))  # a --fix, not a --space entry: noted
     assert p.protocol.space.fixed()["amp"] is False and "amp=on dropped from the space: AMP needs CUDA" in p.notes
     assert p.protocol.space.fixed()["workers"] == 0 and any(n.startswith("workers is not searched") for n in p.notes)
+
+
+def test_compile_modes_listed_on_the_cpu_are_searched_and_the_plan_says_what_is_not_offered(demo_yaml, tmp_path):
+    p = plan(_config(demo_yaml, tmp_path, quality="off", space_file=_space_file(tmp_path, "compile: [off, default]\n")))
+    assert p.protocol.space.domains["compile"].values() == ("off", "default")
+    assert any(n.startswith("channels_last is not searched: channels_last is a CUDA-only option") for n in p.notes)
+    assert p.protocol.space.fixed()["channels_last"] == "default"
