@@ -67,3 +67,51 @@ def test_a_compiler_failure_is_a_status_with_the_compilers_message():
     status, message = status_of(_compile.failure(caught, "default"))
     assert status is Status.INFEASIBLE and "torch.compile (compile=default) failed on this machine" in message
     assert "g++: fatal error" in message and "\n" not in message
+
+
+TINY_YAML = """# A tiny detector (tests only): three conv stages and a one-level Detect head at stride 32. torch.compile of
+# yolov5n takes minutes cold on a 2-core CPU; this compiles in seconds, through the same trainer code.
+nc: 3
+backbone:
+  - [-1, 1, Conv, [8, 3, 4]]
+  - [-1, 1, Conv, [16, 3, 4]]
+  - [-1, 1, Conv, [16, 3, 2]]
+head:
+  - [[2], 1, Detect, [nc]]
+"""
+
+
+@pytest.mark.slow
+def test_a_search_over_compile_modes_measures_them_and_the_compile_cost_is_counted_once(demo_yaml, tmp_path):
+    """A search whose space lists compile modes measures each with the real trainer on the CPU (a C++ compiler is
+    here). The compiled trial reports its compile time apart from its steady images/s, passes the loss check, and
+    its command round-trips; the projection counts the compile once. Asserts nothing about which mode is faster."""
+    from speedopt import command
+    from speedopt.reporting import project
+    from speedopt.study import find_study, records
+    from tests.conftest import EVERY_CONFIG, run_cli
+
+    model = tmp_path / "tiny.yaml"
+    model.write_text(TINY_YAML)
+    space = tmp_path / "space.yaml"
+    space.write_text("compile: [off, default]\n")
+    url = f"sqlite:///{tmp_path}/s.db"
+    done = run_cli(
+        "search", "--data", str(demo_yaml), "--space", str(space), "--fix", "cache=none", "--trials", "2",
+        "--baseline", f"model={model} imgsz=128 batch=4 workers=0", "--storage", url, "--study", "compile",
+        "--steps", "5", "--max-steps", "5", "--warmup", "2", "--device", "cpu", "--quality", "off",
+        "--finalists", "1", "--repeats", "2", "--no-ablation", "--no-report", *EVERY_CONFIG, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    measured = {r.result.requested.compile: r.result for r in records(find_study(url, "compile"))}
+    assert set(measured) == {"off", "default"} and all(r.ok for r in measured.values()), done.stderr
+    eager, compiled = measured["off"], measured["default"]
+    assert compiled.config.compile == "default" and eager.config.compile == "off"  # as run: read back from the trainer
+    assert eager.compile_s is None and compiled.compile_s is not None and compiled.compile_s > 0
+    assert compiled.compile_s > 3 * max(compiled.step_s)  # the warm-up took the compile; the window starts after it
+    assert compiled.compile_loss_gap is not None and compiled.compile_loss_gap <= _compile.LOSS_TOLERANCE
+    text = command.yolo_train(str(demo_yaml), compiled.config)
+    assert "compile=True" in text and command.parse_yolo_train(text).knobs == compiled.config
+    projection = project(compiled, epochs=7, val_s=None)
+    assert projection is not None and projection.compile_s == compiled.compile_s
+    assert projection.total_s == pytest.approx(projection.build_s + compiled.compile_s + 7 * projection.epoch_train_s)

@@ -1,0 +1,29 @@
+"""The report's "knobs the real run honours" table, for each engine and device kind (issue 31's rows)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from speedopt.reporting._recommended import honoured_section
+
+
+def _rows(engine: str, device: str) -> dict[str, str]:
+    lines = honoured_section(SimpleNamespace(engine=engine, yolov5_dir=None, device=device))  # type: ignore[arg-type]
+    return {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and " | " in line[2:]}
+
+
+def test_ultralytics_on_the_cpu_honours_compile_and_not_channels_last():
+    rows = _rows("ultralytics", "cpu")
+    assert "| yes | as the command says; it takes off, default" in rows["compile"] and "counted once" in rows["compile"]
+    assert "| no | always default: channels_last is a CUDA-only option" in rows["channels_last"]
+    assert "| no | off: AMP needs CUDA" in rows["amp"] and "| no | always 0" in rows["workers"]
+    assert "halved after an out-of-memory error" in rows["batch"] and "RAM or disk check" in rows["cache"]
+
+
+@pytest.mark.parametrize("device", ["cpu", "0"])
+def test_the_classic_trainer_honours_neither_newer_knob(device):
+    rows = _rows("yolov5", device)
+    assert "| no | always off: the yolov5 trainer has no torch.compile option" in rows["compile"]
+    assert "| no | always default: the yolov5 trainer has no channels_last option" in rows["channels_last"]
