@@ -1,4 +1,5 @@
-"""What only a GPU can show: AMP, CUDA OOM as a status, NVML telemetry, memory prediction, verify, DDP.
+"""What only a GPU can show: AMP, CUDA OOM as a status, NVML telemetry, memory prediction, verify, DDP, and the
+newer knobs (issue 31): torch.compile on CUDA, bf16 where the GPU has it, channels_last on and off.
 
 Run on a GPU machine by ``benchmarks/gpu_check.sh`` (``pytest -m gpu``); skipped elsewhere.
 """
@@ -85,3 +86,31 @@ def test_ddp_two_gpus_measures_each_rank(demo_yaml, engine):
     result = _trial(demo_yaml, "--device", "0,1", "--gpus", "2", "--batch", "32", "--engine", engine)
     assert result["status"] == "ok" and result["config"]["gpus"] == 2, result["message"]
     assert len(result["rank_images_per_s"]) == 2 and result["images_per_s"] > 0
+
+
+def test_compile_on_cuda_measures_apart_and_keeps_the_loss(demo_yaml):
+    result = _trial(demo_yaml, "--device", "0", "--batch", "16", "--compile", "default")
+    assert result["status"] == "ok", result["message"]
+    assert result["config"]["compile"] == "default" and result["compile_s"] is not None and result["compile_s"] > 0
+    assert result["compile_loss_gap"] is not None and result["compile_loss_gap"] <= 0.01
+
+
+def test_bf16_runs_where_the_gpu_has_it_and_is_refused_where_not(demo_yaml, tmp_path):
+    from speedopt import machine
+
+    if machine.bf16_supported("0"):
+        result = _trial(demo_yaml, "--device", "0", "--batch", "16", "--amp", "bf16")
+        assert result["status"] == "ok" and result["config"]["amp"] == "bf16", result["message"]
+    else:  # a search's space cannot list it there: one line, exit 2
+        space = tmp_path / "space.yaml"
+        space.write_text("amp: [on, bf16]\n")
+        done = run_cli("search", "--data", str(demo_yaml), "--device", "0", "--space", str(space), "--quality", "off",
+                       "--storage", f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path)
+        assert done.returncode == 2 and "bf16 needs a GPU with bfloat16" in done.stderr
+
+
+@pytest.mark.parametrize("value", ["on", "off", "default"])
+def test_channels_last_is_run_as_asked_and_the_default_recorded_as_it_ran(demo_yaml, value):
+    result = _trial(demo_yaml, "--device", "0", "--batch", "16", "--channels-last", value)
+    assert result["status"] == "ok", result["message"]
+    assert result["config"]["channels_last"] == ("on" if value == "default" else value)  # the trainer's default: on for CUDA
