@@ -143,8 +143,10 @@ class ProbeScores:
 
 #: What a TrainRun measures: ``train`` the trainer's real steps; ``data`` its training dataloader alone (the
 #: data ceiling: batches as fast as the loader yields them, no model step); ``compute`` its steps on its
-#: first batches taken once and kept on the device (the compute ceiling: forward, backward, optimizer, no loader).
-MODES = ("train", "data", "compute")
+#: first batches taken once and kept on the device (the compute ceiling: forward, backward, optimizer, no loader);
+#: ``data-no-mosaic`` the data ceiling's loader as the trainer runs it in its last epochs, mosaic off
+#: (engines whose :meth:`Engine.mosaic_off_epochs` are not 0).
+MODES = ("train", "data", "compute", "data-no-mosaic")
 
 
 def threads_of(omp_env: str | None, default: int) -> int:
@@ -196,6 +198,11 @@ class Engine(abc.ABC):
         read from the trainer, never assumed (its ``compile`` modes; ``amp=bf16`` only on a GPU with bfloat16).
         A space that lists another value is refused; a default space leaves it out, with a note."""
         return {}
+
+    def mosaic_off_epochs(self, epochs: int) -> int:
+        """How many of a run's ``epochs`` the trainer trains with mosaic off (Ultralytics: its last ``close_mosaic``);
+        an engine returning more than 0 honours the ``data-no-mosaic`` mode, for the projection. Default: none."""
+        return 0
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         """Environment variables for the trial process (offline switches, private config dirs)."""

@@ -14,9 +14,6 @@ trial's first batch must give the same loss within :data:`LOSS_TOLERANCE` (:func
 
 from __future__ import annotations
 
-import importlib.util
-import re
-from pathlib import Path
 from typing import Any
 
 from speedopt.status import Status, TrialRejected
@@ -24,24 +21,6 @@ from speedopt.status import Status, TrialRejected
 #: The largest relative gap between the compiled and the eager loss on the same batch: float reassociation
 #: in fused kernels moves the loss by about 1e-6 in FP32; a gap of 1% is a compiled model that computes otherwise.
 LOSS_TOLERANCE = 0.01
-
-
-def compile_modes() -> tuple[str, ...]:
-    """The torch.compile modes the installed Ultralytics lists for its ``compile`` option (the double-quoted
-    names in its ``default.yaml`` comment: ``"default|reduce-overhead|max-autotune-no-cudagraphs"``), read
-    without importing it (an import would set the parent's OMP_NUM_THREADS); () when it has no such option."""
-    spec = importlib.util.find_spec("ultralytics")
-    if spec is None or not spec.submodule_search_locations:
-        return ()
-    cfg = Path(next(iter(spec.submodule_search_locations))) / "cfg" / "default.yaml"
-    try:
-        line = next((t for t in cfg.read_text().splitlines() if t.startswith("compile:")), "")
-    except OSError:
-        return ()
-    modes: list[str] = []
-    for quoted in re.findall(r'"([a-z0-9|-]+)"', line):
-        modes += [m for m in quoted.split("|") if m and m not in modes]
-    return tuple(modes)
 
 
 def loss_gap(eager: float, compiled: float) -> float:

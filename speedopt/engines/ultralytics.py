@@ -59,6 +59,7 @@ from speedopt.engines._common import (
     workers_note,
 )
 from speedopt.engines._silent import reject, silent_changes
+from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes
 from speedopt.engines._ultralytics_labels import patch_labels
 from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
 from speedopt.offline import place_font
@@ -141,10 +142,13 @@ class UltralyticsEngine(Engine):
         return fixed
 
     def accepted(self, device: str) -> dict[str, tuple[tuple[Any, ...], str]]:
-        out: dict[str, tuple[tuple[Any, ...], str]] = {"compile": ((COMPILE_OFF, *_compile.compile_modes()), f"the modes the installed Ultralytics {self.version()} lists")}
+        out: dict[str, tuple[tuple[Any, ...], str]] = {"compile": ((COMPILE_OFF, *compile_modes()), f"the modes the installed Ultralytics {self.version()} lists")}
         if device != "cpu" and not machine.bf16_supported(device):
             out["amp"] = ((True, False), "bf16 needs a GPU with bfloat16 (compute capability 8.0 or newer)")
         return out
+
+    def mosaic_off_epochs(self, epochs: int) -> int:
+        return min(epochs, close_mosaic())  # the user's command leaves close_mosaic at the trainer's default
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
@@ -332,9 +336,12 @@ def _silent_why(asked: Knobs) -> dict[str, str]:
 
 
 def _ceiling_mode(trainer: Any, mode: str, clock: Clock) -> None:
-    """After the trainer's set-up: drain its train loader (``data``: returns only through the clock's
+    """After the trainer's set-up: drain its train loader (``data``, or ``data-no-mosaic`` with mosaic turned off
+    first as the trainer does for its last epochs: returns only through the clock's
     TrialFinished), or hand its loop one batch kept on the device (``compute``); ``train``: nothing."""
-    if mode == "data":
+    if mode == "data-no-mosaic":  # the loader of the run's last close_mosaic epochs: the trainer's own switch
+        trainer._close_dataloader_mosaic()  # before any step: the mosaic guard lets it through
+    if mode in ("data", "data-no-mosaic"):
         drain(trainer.train_loader, clock, lambda batch: int(batch["img"].shape[0]))
     elif mode == "compute":
         trainer.train_loader = SameBatch(trainer.train_loader, lambda batch: to_device(batch, trainer.device))
@@ -432,8 +439,16 @@ def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:
         freeze=freeze,
         data=asked.data,  # which data.yaml the trainer got; images_read() reports what it read
         compile=asked.compile if hasattr(trainer.model, "_orig_mod") else COMPILE_OFF,  # torch.compile's wrapper
-        channels_last=_memory_format(model),  # "default" asked: the trainer's own choice, recorded as it ran
+        channels_last=_channels_last(trainer, model, asked),
     )
+
+
+def _channels_last(trainer: Any, model: Any, asked: Knobs) -> ChannelsLast:
+    """The memory format as run: on CUDA what the model holds ("default" asked: the trainer's own choice, recorded
+    as it ran, so a run on another trainer version compares fairly); off CUDA "default" stays (it means nothing
+    there), and an explicit value is read back (the trainer ignores it: a silent change)."""
+    cuda = getattr(getattr(trainer, "device", None), "type", "") == "cuda"
+    return _memory_format(model) if cuda or asked.channels_last != "default" else "default"
 
 
 def _amp_as_run(trainer: Any) -> Precision:

@@ -8,6 +8,8 @@ builds the trainer's label caches once per study, so trials take their labels fr
 """
 
 from speedopt.measure._ceilings import KNOBS_OF, Ceiling, Ceilings, key_of, measure_ceilings
+from speedopt.measure._ceilings import MOSAIC_OFF as MOSAIC_OFF  # the mosaic-off loader job (the projection's last epochs)
+from speedopt.measure._ceilings import measure_mosaic_off as measure_mosaic_off
 from speedopt.measure._checks import adjust_to_device, positive, ram_available, ram_cache_need
 from speedopt.measure._jobs import JobOutcome, ProbeJob, ValidateJob, ValidationTime
 from speedopt.measure._labels import MULTI_GPU_NOTE, LabelCaches, build_label_caches

@@ -166,13 +166,37 @@ def _pm(ci_rel: float | None) -> str:
     return f" (+/-{100 * ci_rel:.1f}%)" if ci_rel is not None and ci_rel < 10 else ""
 
 
-def measure_one(kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceiling:
-    """Measure the ``kind`` ceiling of ``knobs``: its job prepared as a trial of :func:`ceiling_knobs`, then run."""
+def measure_one(kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure, mode: str | None = None) -> Ceiling:
+    """Measure the ``kind`` ceiling of ``knobs``: its job prepared as a trial of :func:`ceiling_knobs`, then run
+    (in the engine's ``mode``: the kind's own unless given)."""
     wanted = ceiling_knobs(kind, knobs)
     request = prepare(wanted)
     if isinstance(request, TrialResult):  # refused before running (the message says why)
         return Ceiling.of(kind, request)
-    return Ceiling.of(kind, run(dataclasses.replace(request, mode=kind)))
+    return Ceiling.of(kind, run(dataclasses.replace(request, mode=mode or kind)))
+
+
+#: The data ceiling's loader with mosaic off: the trainer's last ``close_mosaic`` epochs (a mosaic sample loads four
+#: images, so those epochs load faster). Stored beside the ceilings as ``data-no-mosaic|<data key>``.
+MOSAIC_OFF = "data-no-mosaic"
+
+
+def measure_mosaic_off(
+    knobs: Knobs,
+    prepare: Prepare,
+    run: Measure,
+    known: Mapping[str, Ceiling] | None = None,
+    save: Callable[[str, Ceiling], None] = lambda name, ceiling: None,
+) -> Ceiling:
+    """The loader of ``knobs`` with mosaic off (its kind ``data``): from ``known`` when measured ok before, else
+    measured now and handed to ``save``, under :data:`MOSAIC_OFF`'s name."""
+    name = f"{MOSAIC_OFF}|{key_of('data', knobs)}"
+    found = (known or {}).get(name)
+    if found is not None and found.ok:
+        return found
+    ceiling = measure_one("data", knobs, prepare, run, mode=MOSAIC_OFF)
+    save(name, ceiling)
+    return ceiling
 
 
 def measure_ceilings(

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt import engines
-from speedopt.measure import ValidationTime
-from speedopt.reporting._projection import Projection, label_build_for, prepare_s_for, project
+from speedopt.knobs import Knobs
+from speedopt.measure import MOSAIC_OFF, ValidationTime, key_of
+from speedopt.reporting._projection import MosaicOff, Projection, label_build_for, prepare_s_for, project
 from speedopt.reporting._text import duration, pct
 from speedopt.search import validation_time
-from speedopt.study import SearchOutcome, TrialRecord
+from speedopt.study import SearchOutcome, TrialRecord, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -29,6 +30,7 @@ def projections(
         notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
         measure_validation = False
     finals = result.finals
+    off = engines.get(p.engine, yolov5_dir=p.yolov5_dir).mosaic_off_epochs(epochs)
     for r in pair:
         if r is None or not r.result.ok or r.number in out:
             continue
@@ -42,9 +44,20 @@ def projections(
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
         out[r.number] = project(
             r.result, epochs, val_s, median, rounds, labels=label_build_for(study, p, r.config),
-            prepare_s=prepare_s_for(p, r.config), save_s=save_s,
+            prepare_s=prepare_s_for(p, r.config), save_s=save_s, mosaic=mosaic_off_of(study, r.config, off), mosaic_epochs=off,
         )
     return out, notes
+
+
+def mosaic_off_of(study: optuna.Study, knobs: Knobs, epochs: int) -> MosaicOff | None:
+    """The loader of ``knobs`` measured with mosaic on (its data ceiling) and off, where the study holds both ok."""
+    if not epochs:
+        return None
+    known, key = schema.read_ceilings(study), key_of("data", knobs)
+    on, off = known.get(f"data|{key}"), known.get(f"{MOSAIC_OFF}|{key}")
+    if on is None or off is None or not (on.ok and off.ok) or not on.images_per_s or not off.images_per_s:
+        return None
+    return MosaicOff(epochs, on.images_per_s, off.images_per_s)
 
 
 def projection_section(epochs: int, pb: Projection | None, pr: Projection | None, notes: list[str], certain: bool) -> list[str]:
@@ -59,6 +72,9 @@ def projection_section(epochs: int, pb: Projection | None, pr: Projection | None
     if any(p and p.compile_s for p in (pb, pr)):
         row("torch.compile, once per run (measured in the trial)", lambda p: duration(p.compile_s))
     row("train time per epoch", lambda p: duration(p.epoch_train_s))
+    if any(p and p.epoch_train_off_s is not None for p in (pb, pr)):
+        row("train time per mosaic-off epoch (the last close_mosaic, an estimate)",
+            lambda p: duration(p.epoch_train_off_s) if p.epoch_train_off_s is not None else "-")
     row("validation per epoch", lambda p: duration(p.val_s))
     row("checkpoint saves per epoch (last.pt + best.pt, upper bound)", lambda p: "-" if p.save_s is None else f"{p.save_s:.2f} s")
     row(f"total for {epochs} epochs", lambda p: duration(p.total_s))

@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class MosaicOff:
+    """The run's last ``epochs`` with mosaic off, and the loader's measured rates with mosaic on and off."""
+
+    epochs: int
+    data_on: float  # the data ceiling of the config (mosaic on), images/s
+    data_off: float  # the same loader with mosaic off (its ``data-no-mosaic`` job), images/s
+
+    def step_s(self, step_s: float, wait_fraction: float) -> float:
+        """Per image with mosaic off: the trial's time per image, its data wait scaled by the loader's two rates."""
+        wait = wait_fraction * step_s
+        return step_s - wait + wait * self.data_on / self.data_off
+
+
+@dataclass(frozen=True)
 class Projection:
     """The estimate and every input it was computed from."""
 
@@ -41,6 +55,8 @@ class Projection:
     notes: tuple[str, ...] = ()  # advice on the one-time costs (a multi-GPU run: build the label cache first)
     save_s: float | None = None  # one epoch-end checkpoint save (last.pt + best.pt: an upper bound per epoch)
     compile_s: float = 0.0  # torch.compile's one-time cost, measured in the config's trial, counted once
+    mosaic_off_epochs: int = 0  # of ``epochs``, those the trainer runs with mosaic off (its last close_mosaic)
+    epoch_train_off_s: float | None = None  # one of those epochs' training (None: counted at epoch_train_s)
 
     @property
     def epoch_s(self) -> float:
@@ -52,7 +68,8 @@ class Projection:
         return {
             "one-time build": self.build_s,
             "torch.compile": self.compile_s,
-            "training": self.epochs * self.epoch_train_s,
+            "training": (self.epochs - self.mosaic_off_epochs) * self.epoch_train_s
+            + self.mosaic_off_epochs * (self.epoch_train_s if self.epoch_train_off_s is None else self.epoch_train_off_s),
             "validation": self.epochs * (self.val_s or 0.0),
             "checkpoint saves": self.epochs * (self.save_s or 0.0),
         }
@@ -71,6 +88,8 @@ def project(
     labels: LabelCacheBuild | None = None,
     prepare_s: float = 0.0,
     save_s: float | None = None,
+    mosaic: MosaicOff | None = None,
+    mosaic_epochs: int = 0,
 ) -> Projection | None:
     """The full-run estimate for a config measured ok (None for a trial without throughput).
 
@@ -79,6 +98,8 @@ def project(
     label scan, counted once. ``prepare_s``: the prepared copy a data=resized config trains on, made once
     (measured when it was made), added to the one-time build. ``save_s``: one epoch-end checkpoint save
     (last.pt and best.pt), timed with the validation pass, added to every epoch (an upper bound).
+    ``mosaic_epochs``: the last epochs the trainer runs with mosaic off; ``mosaic``: the loader measured with mosaic
+    on and off, which counts them at their own rate (without it, at the mosaic rate, and the basis says so).
     """
     if result.images_per_s is None or not result.images_total:
         return None
@@ -111,8 +132,22 @@ def project(
             f"torch.compile (compile={result.config.compile}) {compiled:.1f} s: the trial's warm-up steps beyond its steady "
             "step time, paid once per run (less where the inductor cache is warm), counted once"
         )
-    total = build + compiled + epochs * (epoch + (val_s or 0.0) + (save_s or 0.0))
-    return Projection(epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s, compiled)
+    off_epochs, epoch_off = min(mosaic_epochs, epochs), None
+    if off_epochs and mosaic is not None:
+        wait = result.data_wait_fraction or 0.0
+        epoch_off = total_images * mosaic.step_s(1 / speed, wait)
+        basis.append(
+            f"the last {off_epochs} epochs train with mosaic off (the trainer's close_mosaic): {epoch_off:.1f} s each, an "
+            f"estimate: the trial's data wait ({100 * wait:.0f}% of its time) scaled by the loader's measured rates with "
+            f"mosaic on and off ({mosaic.data_on:.1f} and {mosaic.data_off:.1f} images/s)"
+        )
+    elif off_epochs:
+        basis.append(f"the last {off_epochs} epochs (mosaic off) counted at the mosaic rate: the loader was not measured with mosaic off")
+    train = (epochs - off_epochs) * epoch + off_epochs * (epoch if epoch_off is None else epoch_off)
+    total = build + compiled + train + epochs * ((val_s or 0.0) + (save_s or 0.0))
+    return Projection(
+        epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s, compiled, off_epochs, epoch_off
+    )
 
 
 def _one_time(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings, measure_mosaic_off
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -44,4 +44,21 @@ def ceilings_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View,
         return None
     return found_or_measured(
         study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs)
+    )
+
+
+def mosaic_off_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs) -> Ceiling | None:
+    """The loader of ``knobs`` (as run) with mosaic off, for the projection of the run's last epochs: found in the
+    study or measured now and stored there (None: the engine turns mosaic off in no epoch, or has no ceilings)."""
+    p = plan.protocol
+    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    if knobs.gpus > 1 or not engine.supports_ceilings or not engine.mosaic_off_epochs(p.epochs):
+        return None
+
+    def save(name: str, ceiling: Ceiling) -> None:
+        schema.write_ceiling(study, name, ceiling)
+
+    return measure_mosaic_off(
+        knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs),
+        schema.read_ceilings(study), save,
     )

@@ -10,6 +10,7 @@ import pytest
 
 from speedopt import engines
 from speedopt.engines import _compile
+from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes
 from speedopt.status import Status, TrialRejected, status_of
 
 
@@ -20,7 +21,7 @@ def test_the_modes_are_read_from_the_installed_trainers_default_yaml():
     assert spec is not None and spec.submodule_search_locations
     line = next(t for t in (Path(next(iter(spec.submodule_search_locations))) / "cfg" / "default.yaml").read_text().splitlines()
                 if t.startswith("compile:"))
-    modes = _compile.compile_modes()
+    modes = compile_modes()
     assert modes and "default" in modes and all(m in line for m in modes)  # each one is in the file's own comment
     assert all(re.fullmatch(r"[a-z0-9-]+", m) for m in modes) and "inductor" not in modes  # the backend is not a mode
 
@@ -115,3 +116,9 @@ def test_a_search_over_compile_modes_measures_them_and_the_compile_cost_is_count
     projection = project(compiled, epochs=7, val_s=None)
     assert projection is not None and projection.compile_s == compiled.compile_s
     assert projection.total_s == pytest.approx(projection.build_s + compiled.compile_s + 7 * projection.epoch_train_s)
+
+
+def test_the_mosaic_off_epochs_are_the_installed_trainers_close_mosaic():
+    assert close_mosaic() == 10  # Ultralytics' default.yaml: close_mosaic: 10
+    assert engines.get("ultralytics").mosaic_off_epochs(100) == 10 and engines.get("ultralytics").mosaic_off_epochs(6) == 6
+    assert engines.get("yolov5").mosaic_off_epochs(100) == 0  # the classic train.py keeps mosaic to the end

@@ -57,8 +57,7 @@ def _changes(trainer: SimpleNamespace) -> list:
 
 
 def test_a_trainer_that_ran_what_was_asked_changes_nothing():
-    # channels_last=default leaves the choice to the trainer: what it chose is recorded as run, and is no change
-    assert _knobs_as_run(_trainer(), ASKED) == dataclasses.replace(ASKED, channels_last="off")
+    assert _knobs_as_run(_trainer(), ASKED) == ASKED  # off CUDA channels_last=default stays default
     assert _changes(_trainer()) == []
     reject([])  # nothing to reject: no exception
 
@@ -111,3 +110,11 @@ def test_a_newer_knob_the_trainer_dropped_is_infeasible(trainer, asked, knob, wh
     wanted = dataclasses.replace(ASKED, **asked)
     changes = silent_changes(wanted, _knobs_as_run(trainer, wanted), _silent_why(wanted))
     assert [(c.knob, c.status) for c in changes] == [(knob, Status.INFEASIBLE)] and why in changes[0].text()
+
+
+def test_channels_last_default_is_recorded_as_the_trainer_ran_it_on_cuda():
+    # No GPU here: only the trainer's device type says cuda (the model itself stays on the CPU).
+    on_cuda = _trainer(nhwc=True)
+    on_cuda.device = SimpleNamespace(type="cuda")
+    ran = _knobs_as_run(on_cuda, ASKED)
+    assert ran.channels_last == "on" and silent_changes(ASKED, ran, _silent_why(ASKED)) == []

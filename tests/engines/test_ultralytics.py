@@ -36,3 +36,27 @@ def test_a_window_never_measures_the_epochs_where_mosaic_is_off(tmp_path):
     assert "close_mosaic=10 epochs of its 12-epoch schedule" in crossing.message and "--epochs" in crossing.message
     off_from_the_start = measure.run_trial(measure.make_request(str(small), knobs, options, epochs=8))
     assert off_from_the_start.status is Status.OK, off_from_the_start.message + off_from_the_start.log_tail
+
+
+@pytest.mark.slow
+def test_the_loader_is_measured_with_mosaic_off_for_the_projection(demo_yaml, tmp_path):
+    """Issue 31: the projection's last close_mosaic epochs. The data ceiling's loader, once as trained (mosaic on)
+    and once with the trainer's own switch thrown first (mode data-no-mosaic): both measure; the projection then
+    counts those epochs at the mosaic-off rate. Nothing here asserts which is faster."""
+    import dataclasses
+
+    from speedopt.reporting import project
+    from speedopt.reporting._projection import MosaicOff
+
+    knobs = Knobs(model="yolov5n", imgsz=128, batch=4, workers=0)
+    options = measure.TrialOptions(device="cpu", steps=5, warmup=1, max_steps=5)
+    request = measure.make_request(str(demo_yaml), knobs, options)
+    on, off = (measure.run_trial(dataclasses.replace(request, mode=mode)) for mode in ("data", measure.MOSAIC_OFF))
+    assert on.ok and off.ok, (on.message + on.log_tail, off.message + off.log_tail)
+    trial = measure.run_trial(request)
+    assert trial.ok, trial.message + trial.log_tail
+    mosaic = MosaicOff(10, on.images_per_s, off.images_per_s)
+    p = project(trial, epochs=30, val_s=None, mosaic=mosaic, mosaic_epochs=10)
+    assert p is not None and p.epoch_train_off_s == pytest.approx(
+        trial.images_total * mosaic.step_s(1 / trial.images_per_s, trial.data_wait_fraction or 0.0)
+    )

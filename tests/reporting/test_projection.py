@@ -102,3 +102,20 @@ def test_compile_is_counted_once_not_per_epoch():
     assert any("torch.compile (compile=default) 30.0 s" in b and "counted once" in b for b in p.basis)
     eager = project(_result(images_per_s=10.0, images_total=100), epochs=5, val_s=None)
     assert eager is not None and eager.compile_s == 0.0 and not any("torch.compile" in b for b in eager.basis)
+
+
+def test_the_mosaic_off_epochs_are_counted_at_their_own_rate():
+    from speedopt.reporting._projection import MosaicOff
+
+    r = _result(images_per_s=10.0, images_total=100, data_wait_fraction=0.5)
+    mosaic = MosaicOff(epochs=10, data_on=10.0, data_off=40.0)  # the loader 4x faster with mosaic off
+    p = project(r, epochs=30, val_s=None, mosaic=mosaic, mosaic_epochs=10)
+    # per image 0.1 s, half of it waiting for data; with mosaic off that wait shrinks to a quarter: 0.0625 s
+    assert p is not None and p.epoch_train_off_s == pytest.approx(100 * 0.0625) and p.mosaic_off_epochs == 10
+    assert p.total_s == pytest.approx(20 * 10.0 + 10 * 6.25) and sum(p.parts().values()) == pytest.approx(p.total_s)
+    assert any("the last 10 epochs train with mosaic off" in b and "10.0 and 40.0 images/s" in b for b in p.basis)
+    unmeasured = project(r, epochs=30, val_s=None, mosaic_epochs=10)
+    assert unmeasured is not None and unmeasured.total_s == pytest.approx(300.0)
+    assert any("counted at the mosaic rate: the loader was not measured with mosaic off" in b for b in unmeasured.basis)
+    short = project(r, epochs=4, val_s=None, mosaic=mosaic, mosaic_epochs=10)  # a run of close_mosaic epochs or fewer
+    assert short is not None and short.mosaic_off_epochs == 4 and short.total_s == pytest.approx(4 * 6.25)
