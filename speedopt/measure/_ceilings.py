@@ -190,12 +190,20 @@ def measure_mosaic_off(
 ) -> Ceiling:
     """The loader of ``knobs`` with mosaic off (its kind ``data``): from ``known`` when measured ok before, else
     measured now and handed to ``save``, under :data:`MOSAIC_OFF`'s name."""
-    name = f"{MOSAIC_OFF}|{key_of('data', knobs)}"
-    found = (known or {}).get(name)
+    return _found_or_measured(MOSAIC_OFF, "data", knobs, prepare, run, known, save)
+
+
+def _found_or_measured(
+    job: str, kind: CeilingKind, knobs: Knobs, prepare: Prepare, run: Measure,
+    known: Mapping[str, Ceiling] | None, save: Callable[[str, Ceiling], None],
+) -> Ceiling:
+    """The ``job`` (a kind, or :data:`MOSAIC_OFF`) of ``knobs``: ``known`` by ``job|key`` when ok, else measured and saved
+    under the key it ran (read back from the trainer)."""
+    found = (known or {}).get(f"{job}|{key_of(kind, knobs)}")
     if found is not None and found.ok:
         return found
-    ceiling = measure_one("data", knobs, prepare, run, mode=MOSAIC_OFF)
-    save(name, ceiling)
+    ceiling = measure_one(kind, knobs, prepare, run, mode=job)
+    save(f"{job}|{ceiling.key}", ceiling)
     return ceiling
 
 
@@ -208,12 +216,5 @@ def measure_ceilings(
 ) -> Ceilings:
     """Both ceilings of ``knobs`` (give them as they run: the lookup is by their key): taken from ``known``
     (by ``kind|key``) when measured ok before, else measured now and handed to ``save``."""
-    found: dict[str, Ceiling] = {}
-    for kind in KINDS:
-        name = f"{kind}|{key_of(kind, knobs)}"
-        ceiling = (known or {}).get(name)
-        if ceiling is None or not ceiling.ok:
-            ceiling = measure_one(kind, knobs, prepare, run)
-            save(f"{kind}|{ceiling.key}", ceiling)
-        found[kind] = ceiling
+    found = {kind: _found_or_measured(kind, kind, knobs, prepare, run, known, save) for kind in KINDS}
     return Ceilings(found["data"], found["compute"])
