@@ -34,8 +34,10 @@ def kind_of(device: str) -> str:
 
 def memory_key(knobs: Knobs, device: str) -> str:
     """The knobs peak memory depends on (GPU: model, imgsz, amp, freeze, gpus; RAM: model, imgsz, freeze, workers, data)."""
-    if kind_of(device) == "gpu":
-        return f"gpu {knobs.model} {knobs.imgsz} amp={knobs.amp} freeze={knobs.freeze} gpus={knobs.gpus}"
+    if kind_of(device) == "gpu":  # compile and channels_last change the kernels, so the memory (only where set)
+        newer = "".join(f" {k}={getattr(knobs, k)}" for k, unset in (("compile", "off"), ("channels_last", "default"))
+                        if getattr(knobs, k) != unset)
+        return f"gpu {knobs.model} {knobs.imgsz} amp={knobs.amp} freeze={knobs.freeze} gpus={knobs.gpus}{newer}"
     return f"ram {knobs.model} {knobs.imgsz} freeze={knobs.freeze} workers={knobs.workers} data={knobs.data}"
 
 
