@@ -138,7 +138,7 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
     sockets: Path | None = None
     try:
         (workdir / "request.json").write_text(job_to_json(job))
-        temp, sockets = _temp_for(workdir)
+        temp, sockets = _temp_for(workdir, Path(job.cache_dir) / "torchinductor" if job.cache_dir else None)
         env = {**env, **temp}
         forward = _Forward(workdir, progress)
         warm = None if nproc > 1 else current(job.engine, job.yolov5_dir, base_env)
@@ -224,17 +224,19 @@ class _Forward:
             self.last = update
 
 
-def _temp_for(workdir: Path) -> tuple[dict[str, str], Path | None]:
+def _temp_for(workdir: Path, inductor: Path | None = None) -> tuple[dict[str, str], Path | None]:
     """Environment that sends the child's temp files into its folder, so they go with it (even after a SIGKILL),
     and the private socket folder made for it, if any.
 
-    torch's compile cache folder (made at import) always; every temp file (multiprocessing's ``pymp-*``
+    torch's compile cache folder (made at import) always: ``inductor``, speedopt's own one shared by its jobs
+    (a compile trial's graphs compile cold once, as a real run's do the first time on a machine, and its finals
+    rounds find them, as the user's next runs do), else the job's folder; every temp file (multiprocessing's ``pymp-*``
     folders among them) where the path is short enough for multiprocessing's AF_UNIX sockets
     (:func:`~speedopt.isolation.socket_fits`). Where neither the job's folder nor the user's temp folder
     is (a ``TMPDIR`` of 76 bytes or more), a short private folder in /tmp
     holds them: otherwise a trial with loader workers would wait for its first batch until its timeout.
     """
-    env = {} if "TORCHINDUCTOR_CACHE_DIR" in os.environ else {"TORCHINDUCTOR_CACHE_DIR": str(workdir / "torchinductor")}
+    env = {} if "TORCHINDUCTOR_CACHE_DIR" in os.environ else {"TORCHINDUCTOR_CACHE_DIR": str(inductor or workdir / "torchinductor")}
     tmp = workdir / "tmp"
     if socket_fits(tmp):
         tmp.mkdir()
