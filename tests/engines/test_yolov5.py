@@ -63,7 +63,8 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, warm_yo
     assert result["setup_s"] > 0 and result["peak_ram_mb"] > 0 and 0 <= result["cpu_util_mean"] <= 100
     assert result["peak_gpu_mem_mb"] is None and result["gpu_util_mean"] is None
     # Read back from train.py's own loader and model: 2 workers (2 <= cores and <= batch), imgsz, batch.
-    assert result["config"] == {"model": "yolov5n", "imgsz": 128, "batch": 4, "workers": 2, "cache": "none", "amp": False, "freeze": 0, "data": "original", "gpus": 1}
+    assert result["config"] == {"model": "yolov5n", "imgsz": 128, "batch": 4, "workers": 2, "cache": "none", "amp": False, "freeze": 0, "data": "original", "gpus": 1,
+                                "compile": "off", "channels_last": "default"}  # the classic trainer has neither option
     assert any(n.startswith("amp=off: the classic train.py has no AMP switch") for n in result["notes"])
     # the longest warm-up (1 + 3 x 4 prefetched batches of 2 workers) and window (9) need more than all 48 images
     assert result["images_used"] == 48 and result["images_total"] == 48

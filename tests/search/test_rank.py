@@ -108,7 +108,11 @@ def test_search_ranks_the_space_by_its_ceilings_and_stops_at_the_space_bound(dem
     ranking = schema.read_ranking(study)
     assert ranking is not None and ranking.ran and ranking.configs == 3 and ranking.jobs == 4, ranking
     found = schema.read_ceilings(study)
-    assert sorted(n.split("|")[0] for n in found) == ["compute"] + ["data"] * 3 and all(c.ok for c in found.values())
+    kinds = sorted(n.split("|")[0] for n in found if not n.startswith("data-no-mosaic|"))
+    assert kinds == ["compute"] + ["data"] * 3 and all(c.ok for c in found.values())
+    # and the ends' mosaic-off loader of the baseline and the pick (one or two, as they share a loader or not)
+    off = [n.split("|", 1)[1] for n in found if n.startswith("data-no-mosaic|")]
+    assert 1 <= len(off) <= 2 and all(f"data|{key}" in found for key in off)
     grid = rank.configs(study_space(study))
     assert grid is not None
     others = sorted((rank.bound_of(k, found) or 0.0 for k in grid if k.cache != "none"), reverse=True)
