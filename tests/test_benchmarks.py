@@ -71,3 +71,19 @@ def test_replay_replays_the_search_against_its_stored_tables():
     shares = re.findall(r"pick within 5% of the best: (\d+)% of 2 seeds", out)
     costs = re.findall(r"cost over the grid's: median ([\d.]+)x", out)
     assert len(shares) == len(costs) == 4 and all(0 <= int(s) <= 100 for s in shares) and all(float(c) > 0 for c in costs)
+
+
+def test_the_gpu_checks_search_space_is_one_the_plan_accepts_with_quality_off(tmp_path):
+    """gpu_check.sh runs on a lent GPU only, where a refused space costs the device's time: its space file must
+    parse, and under its --quality off it may list several values of no accuracy knob (the plan refuses those)."""
+    from speedopt.quality import ACCURACY_KNOBS
+    from speedopt.search._space import load_file
+
+    script = (Path(__file__).parent.parent / "benchmarks" / "gpu_check.sh").read_text()
+    printed = re.search(r"printf '([^']*)' > \"\$OUT/space.yaml\"", script)
+    assert printed is not None and "--quality off" in script
+    space = tmp_path / "space.yaml"
+    space.write_text(printed.group(1).encode().decode("unicode_escape"))
+    domains = load_file(str(space))
+    assert {"compile", "channels_last"} <= set(domains)
+    assert not [k for k in ACCURACY_KNOBS if k in domains and len(domains[k].values()) > 1]
