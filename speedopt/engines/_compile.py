@@ -57,12 +57,13 @@ def failure(exc: BaseException, mode: str) -> TrialRejected:
 
 
 def eager_loss(trainer: Any, batch: dict[str, Any]) -> float:
-    """The loss of the trainer's eager model (the compiled module's original) on ``batch``, without gradients,
-    in the trainer's own autocast: the reference for :func:`check_loss`."""
+    """The loss of the trainer's eager model (the compiled module's original) on ``batch``, without gradients: the
+    reference for :func:`check_loss`. Called from ``preprocess_batch``, which the trainer runs inside its own autocast
+    (bf16 or fp16 as asked), so the eager forward runs at the compiled step's precision; no autocast of its own."""
     import torch
-    from ultralytics.utils.torch_utils import autocast, unwrap_model
+    from ultralytics.utils.torch_utils import unwrap_model
 
     model = unwrap_model(trainer.model)
-    with torch.no_grad(), autocast(trainer.amp):
+    with torch.no_grad():
         loss, _ = model.loss(batch)
     return float(loss.sum())
