@@ -21,6 +21,7 @@ from speedopt.engines._base import (
     TrainRun,
 )
 from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, model_argument
+from speedopt.engines._silent import WATCHED as SILENT_STATUS
 from speedopt.errors import UsageError
 
 Trainer = Literal["ultralytics", "yolov5"]  # the trainers a user picks
@@ -68,6 +69,7 @@ __all__ = [
     "SplitLabels",
     "TrainRun",
     "PG_TIMEOUT_ENV",
+    "SILENT_STATUS",
     "ddp_rank",
     "engine_name",
     "get",

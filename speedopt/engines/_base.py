@@ -199,6 +199,12 @@ class Engine(abc.ABC):
         A space that lists another value is refused; a default space leaves it out, with a note."""
         return {}
 
+    def silent_rules(self) -> dict[str, str]:
+        """The knobs this trainer may run otherwise than asked without failing, each with its rule; a trial reads
+        them back and ends with the status :data:`speedopt.engines.SILENT_STATUS` gives (the report's honoured
+        table lists them). Default: none declared (an engine may still reject inline)."""
+        return {}
+
     def mosaic_off_epochs(self, epochs: int) -> int:
         """How many of a run's ``epochs`` the trainer trains with mosaic off (Ultralytics: its last ``close_mosaic``);
         an engine returning more than 0 honours the ``data-no-mosaic`` mode, for the projection. Default: none."""

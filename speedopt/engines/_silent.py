@@ -43,7 +43,7 @@ class SilentChange:
     status: Status
 
     def text(self) -> str:
-        """``cache=ram asked, the trainer ran cache=none (its RAM check found too little free RAM)``."""
+        """``cache=ram asked, the trainer ran cache=none (its space check found too little free RAM ...)``."""
         return (f"{self.knob}={value_text(self.asked)} asked, the trainer ran {self.knob}={value_text(self.ran)} "
                 f"({self.why}): the trial is not the config asked")
 

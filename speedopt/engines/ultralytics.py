@@ -147,6 +147,9 @@ class UltralyticsEngine(Engine):
             out["amp"] = ((True, False), "bf16 needs a GPU with bfloat16 (compute capability 8.0 or newer)")
         return out
 
+    def silent_rules(self) -> dict[str, str]:
+        return dict(_SILENT_RULES)
+
     def mosaic_off_epochs(self, epochs: int) -> int:
         return min(epochs, close_mosaic())  # the user's command leaves close_mosaic at the trainer's default
 
@@ -249,11 +252,11 @@ class UltralyticsEngine(Engine):
             seen["im_files"] = list(dataset.im_files)
             seen["as_run"] = as_run = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
-            reject(silent_changes(knobs, as_run, _silent_why(knobs), ("cache", "amp", "imgsz", "compile", "channels_last")))
+            reject(silent_changes(knobs, as_run, _SILENT_RULES, ("cache", "amp", "imgsz", "compile", "channels_last")))
             _ceiling_mode(trainer, run.mode, clock)
 
         def batch_start(trainer: Any) -> None:  # the batch is read again at every step: OOM halving comes later
-            reject(silent_changes(knobs, dataclasses.replace(knobs, batch=int(trainer.batch_size)), _silent_why(knobs), ("batch",)))
+            reject(silent_changes(knobs, dataclasses.replace(knobs, batch=int(trainer.batch_size)), _SILENT_RULES, ("batch",)))
             seen["stepped"] = True
             clock.batch_start()
 
@@ -321,18 +324,16 @@ def _guard_mosaic(trainer: Any, seen: dict[str, Any]) -> None:
     trainer._close_dataloader_mosaic = closing
 
 
-def _silent_why(asked: Knobs) -> dict[str, str]:
-    """Why the Ultralytics trainer runs a watched knob otherwise than asked (:mod:`speedopt.engines._silent`)."""
-    return {
+#: Why the Ultralytics trainer runs a watched knob otherwise than asked (:mod:`speedopt.engines._silent`).
+_SILENT_RULES = {
         "batch": "out of memory in the first epoch: the trainer halves the batch and goes on",
-        "cache": "its RAM check found too little free RAM" if asked.cache == "ram" else (
-            "its disk check found an image folder not writable, or too little free disk"),
+        "cache": "its space check found too little free RAM or disk, or an image folder not writable: it caches nothing",
         "amp": "its AMP check failed, so it trains in FP32",
         "imgsz": "it rounds imgsz to the model's stride",
         "compile": "its attempt_compile found no working inductor backend (a C++ compiler on the CPU, Triton on CUDA) "
         "and trains the eager model",
         "channels_last": "channels_last is CUDA-only: the trainer ignores it on other devices",
-    }
+}
 
 
 def _ceiling_mode(trainer: Any, mode: str, clock: Clock) -> None:

@@ -38,22 +38,10 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
     return lines
 
 
-#: What the Ultralytics trainer may run instead, without failing (speedopt.engines._silent): a trial reads each
-#: back and ends ``oom`` or ``infeasible`` when it ran otherwise, so no measured figure credits the request.
-_SILENT = {
-    "batch": "halved after an out-of-memory error in the first epoch (a trial that saw it ended oom)",
-    "cache": "dropped to none when its RAM or disk check fails (a trial that saw it ended infeasible)",
-    "amp": "turned off when its AMP check fails (a trial that saw it ended infeasible)",
-    "compile": "eager when its pre-check finds no compiler (a trial that saw it ended infeasible); its one-time "
-    "compile is measured apart and counted once in the projection",
-    "channels_last": "default: the trainer's choice, recorded as the trials ran it (on for CUDA training)",
-}
-
-
 def honoured_section(p: StudyProtocol) -> list[str]:
     """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
     engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
-    fixed, accepted = engine.fixed_knobs(p.device), engine.accepted(p.device)
+    fixed, accepted, rules = engine.fixed_knobs(p.device), engine.accepted(p.device), engine.silent_rules()
     entry = "python train.py" if p.engine == "yolov5" else "yolo detect train"
     lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
              "| knob | honoured | what the real run does |", "|---|---|---|"]
@@ -65,6 +53,7 @@ def honoured_section(p: StudyProtocol) -> list[str]:
             lines.append("| amp | no | off: AMP needs CUDA; trials ran off |")
         else:
             takes = f"; it takes {', '.join(value_text(v) for v in accepted[knob][0])} ({cell(accepted[knob][1])})" if knob in accepted else ""
-            silent = f"; {_SILENT[knob]}" if knob in _SILENT and engine.name == "ultralytics" else ""
+            silent = (f"; where the trainer runs it otherwise ({cell(rules[knob])}), a trial ended "
+                      f"{engines.SILENT_STATUS[knob].value}" if knob in rules else "")
             lines.append(f"| {knob} | yes | as the command says{takes}{silent} |")
     return lines + [""]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from speedopt.engines._silent import reject, silent_changes
-from speedopt.engines.ultralytics import _knobs_as_run, _silent_why
+from speedopt.engines.ultralytics import _SILENT_RULES, _knobs_as_run
 from speedopt.knobs import Knobs
 from speedopt.status import Status, TrialRejected
 
@@ -53,7 +53,7 @@ def _trainer(
 
 
 def _changes(trainer: SimpleNamespace) -> list:
-    return silent_changes(ASKED, _knobs_as_run(trainer, ASKED), _silent_why(ASKED))
+    return silent_changes(ASKED, _knobs_as_run(trainer, ASKED), _SILENT_RULES)
 
 
 def test_a_trainer_that_ran_what_was_asked_changes_nothing():
@@ -66,7 +66,7 @@ def test_a_trainer_that_ran_what_was_asked_changes_nothing():
     ("trainer", "knob", "ran", "status", "why"),
     [
         (_trainer(batch=8), "batch", 8, Status.OOM, "halves the batch"),
-        (_trainer(cache=None), "cache", "none", Status.INFEASIBLE, "RAM check"),
+        (_trainer(cache=None), "cache", "none", Status.INFEASIBLE, "space check found too little free RAM"),
         (_trainer(amp=False), "amp", False, Status.INFEASIBLE, "AMP check failed"),
     ],
     ids=["batch halved", "cache dropped", "amp off"],
@@ -94,7 +94,7 @@ def test_compile_bf16_and_channels_last_are_read_back_from_the_trainer():
     asked = dataclasses.replace(ASKED, amp="bf16", compile="default", channels_last="on")
     ran = _knobs_as_run(_trainer(asked_amp="bf16", compiled=True, nhwc=True), asked)
     assert (ran.amp, ran.compile, ran.channels_last) == ("bf16", "default", "on")
-    assert silent_changes(asked, ran, _silent_why(asked)) == []
+    assert silent_changes(asked, ran, _SILENT_RULES) == []
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_compile_bf16_and_channels_last_are_read_back_from_the_trainer():
 )
 def test_a_newer_knob_the_trainer_dropped_is_infeasible(trainer, asked, knob, why):
     wanted = dataclasses.replace(ASKED, **asked)
-    changes = silent_changes(wanted, _knobs_as_run(trainer, wanted), _silent_why(wanted))
+    changes = silent_changes(wanted, _knobs_as_run(trainer, wanted), _SILENT_RULES)
     assert [(c.knob, c.status) for c in changes] == [(knob, Status.INFEASIBLE)] and why in changes[0].text()
 
 
@@ -117,4 +117,4 @@ def test_channels_last_default_is_recorded_as_the_trainer_ran_it_on_cuda():
     on_cuda = _trainer(nhwc=True)
     on_cuda.device = SimpleNamespace(type="cuda")
     ran = _knobs_as_run(on_cuda, ASKED)
-    assert ran.channels_last == "on" and silent_changes(ASKED, ran, _silent_why(ASKED)) == []
+    assert ran.channels_last == "on" and silent_changes(ASKED, ran, _SILENT_RULES) == []
