@@ -13,6 +13,7 @@ the trial's subset to the full train set. Without that build, the trial's whole 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -143,11 +144,10 @@ def project(
         )
     elif off_epochs:
         basis.append(f"the last {off_epochs} epochs (mosaic off) counted at the mosaic rate: the loader was not measured with mosaic off")
-    train = (epochs - off_epochs) * epoch + off_epochs * (epoch if epoch_off is None else epoch_off)
-    total = build + compiled + train + epochs * ((val_s or 0.0) + (save_s or 0.0))
-    return Projection(
-        epochs, total_images, speed, build, epoch, val_s, total, tuple(basis), scan, notes, save_s, compiled, off_epochs, epoch_off
+    parts = Projection(
+        epochs, total_images, speed, build, epoch, val_s, 0.0, tuple(basis), scan, notes, save_s, compiled, off_epochs, epoch_off
     )
+    return dataclasses.replace(parts, total_s=sum(parts.parts().values()))  # the total is its parts' sum, one formula
 
 
 def _one_time(

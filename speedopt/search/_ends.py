@@ -43,13 +43,14 @@ def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> N
     view.note("the data and compute ceilings of the baseline and the recommendation (found, or measured now)")
     for record in chosen.values():
         ceilings_of(plan, study, record.config, view, inputs)
-    off = engines.get(p.engine, yolov5_dir=p.yolov5_dir).mosaic_off_epochs(p.epochs)
+    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    off = engine.mosaic_off_epochs(p.epochs)
     if off:
         view.note(f"the loader with mosaic off, as the trainer runs the last {off} epochs (found, or measured now), for the projection")
         for record in chosen.values():
             mosaic_off_of(plan, study, record.config, view, inputs)
     schema.write_ceilings_for(study, base.number if base else None, pick.number if pick else None)
-    if engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
+    if engine.supports_validation_timing:
         view.note("timing one validation pass for the baseline and the recommendation, for the report's projection")
         for record in chosen.values():
             validation_time(study, p, record.config)  # a failure is stored nowhere: the report says why
