@@ -38,6 +38,10 @@ PROBE_FRACTION = 0.25
 #: probes may spend growing a budget that cannot tell signatures apart (speedopt.quality._budget).
 PROBE_SEEDS = 2
 PROBE_GROW_S = 600.0
+#: Seeds a candidate's look may grow to while its loss's interval straddles the allowed loss (doubling from PROBE_SEEDS).
+PROBE_MAX_SEEDS = 8
+#: The most one probe may train, as a share of the user's run (--epochs x train images): a probe is not a training run.
+PROBE_SHARE = 0.05
 #: Where studies live when no --storage is given (relative to the working directory).
 STORAGE_URL = "sqlite:///studies/speedopt.db"
 #: Where reports are written when no --out is given.

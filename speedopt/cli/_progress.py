@@ -211,6 +211,9 @@ class LiveView(PlainView):
     def note(self, message: str) -> None:
         self.phase = message
 
+    def price(self, message: str) -> None:
+        self.live.console.print(f"  {message}", highlight=False)  # above the live table, where it stays
+
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         self.rows.append(["", f"finals: {len(finals) - 1} config(s) + baseline, {repeats} rounds", "", "", "", "", ""])
 

@@ -38,12 +38,15 @@ QUALITY = (
     "model, imgsz, freeze, batch and amp can change the trained model. A quality probe trains such a "
     "signature for a budget (--probe-epochs on --probe-fraction of the train set, from --weights or from "
     "scratch) and validates mAP50-95 on the val split, once per seed. The baseline is probed first: if its "
-    "probes learned too little (mAP50-95 under 0.05) or its seeds disagree, the budget grows (--probe-grow) "
-    "and, if it still cannot tell, every other signature is 'unknown' and never recommended. A candidate "
-    "is probed on the baseline's seeds; its loss is the mean paired difference, with an interval of two "
-    "standard errors. kept: the whole interval within --max-map-loss; lost: the whole interval beyond it; "
-    "unknown: it straddles. Probes run lazily (only for a trial fast enough to become the best feasible "
-    "one) and are cached in the storage for every worker and later study on the same dataset."
+    "probes learned too little (mAP50-95 under 0.05) the budget grows (--probe-grow) and, if it still learns "
+    "nothing, every other signature is 'unknown' and never recommended. A candidate is probed on the baseline's "
+    "seeds and judged from the per-seed differences: kept when the upper end of their one-sided 90%% Student-t "
+    "interval is within --max-map-loss, lost when its lower end is beyond it; while it straddles, the seeds double "
+    "(up to 8), then the budget grows. No probe trains more than --probe-share of your run (--epochs x train "
+    "images), and a candidate is probed only while its estimated probes cost less than its measured speedup "
+    "would save over that run: the search says both before the probes run. Probes run lazily (only for a trial "
+    "fast enough to become the best feasible one) and are cached in the storage for every worker and later study "
+    "on the same dataset. See docs/accuracy.md."
 )
 
 
@@ -101,14 +104,19 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
     quality.add_argument(
         "--probe-seeds", type=integer, default=defaults.PROBE_SEEDS, metavar="N",
-        help=f"seeds per probed signature, the candidate's paired with the baseline's (same data order); the loss's interval "
-        f"is two standard errors of the paired differences (default {defaults.PROBE_SEEDS}, at least 2)",
+        help=f"seeds a signature is first probed with, the candidate's paired with the baseline's (same data order); a look "
+        f"that straddles the allowed loss doubles them up to {defaults.PROBE_MAX_SEEDS} (default {defaults.PROBE_SEEDS}, at least 2)",
     )
     quality.add_argument(
         "--probe-grow", type=float, default=defaults.PROBE_GROW_S, metavar="SECONDS",
-        help="when the baseline's probes cannot tell signatures apart (mAP50-95 under 0.05, or seeds that disagree), grow "
-        "the budget (epochs, then fraction) and probe it again, while its probes stay within this many seconds "
+        help="when the baseline's probes learned too little (mAP50-95 under 0.05), grow the budget (epochs, then "
+        "fraction) and probe it again, while its probes stay within this many seconds "
         f"(default {defaults.PROBE_GROW_S:g}; 0: never grow)",
+    )
+    quality.add_argument(
+        "--probe-share", type=fraction, default=defaults.PROBE_SHARE, metavar="S",
+        help="the most one probe may train, as a share of your run (--epochs x train images): the budget never grows "
+        f"past it (default {100 * defaults.PROBE_SHARE:g}%%)",
     )
     _add_extras(parser)
     parser.set_defaults(run=resumable(run))
@@ -141,7 +149,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "jpg (quality 100) is smaller and can change accuracy, so it is probed. Without --prepare, copies "
         "already made are found and used",
     )
-    parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run, for the report's projection (default {defaults.EPOCHS})")
+    parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of your full run: the report's projection, and what quality probes are priced against (default {defaults.EPOCHS})")
     parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end, and the jobs only the report reads (the baseline's and the recommendation's ceilings and timed validation passes)")
     parser.add_argument(
         "--verify", action="store_true",
@@ -200,6 +208,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, probe_seeds=args.probe_seeds, probe_grow_s=args.probe_grow,
+        probe_share=args.probe_share, epochs=args.epochs,
         warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
         ends=not args.no_report,

@@ -1,22 +1,27 @@
-"""The probe budget: how much a quality probe trains, when that is enough to judge, and how it grows.
+"""The probe budget: how much a quality probe trains, how far it may grow, and the paired loss it yields.
 
-A probe budget is *informative* when the baseline's probes could tell signatures apart
-(:func:`not_informative`): they learned something (mAP50-95 of at least :data:`LOW_MAP`), and their seeds
-agree (the seeds' spread is at most a quarter of that mAP, and at most twice the allowed loss). When
-it is not, the budget grows (:meth:`ProbeBudget.grown`): epochs double up to four times what was
-asked, then the fraction of the train set doubles up to all of it, then epochs double again, while
-the baseline's probes stay inside a time cap. A candidate is then compared with the baseline on the
-same seeds (:func:`paired_loss`): the same seed is the same data order and augmentation, so their
-difference carries less noise than two independent runs.
+A budget is *informative* when the baseline's probes learned something (mAP50-95 of at least
+:data:`LOW_MAP`, :func:`not_informative`): probes that learned nothing score every signature about
+as little, so they decide nothing. The seeds' own spread is no reason to stay blind: candidate and
+baseline share seeds (data order, augmentation), and the verdict is read from their per-seed
+differences (:func:`paired_loss`), whose spread is what matters.
+
+A budget grows along one ladder (:meth:`ProbeBudget.grown`): epochs double up to four times what was
+asked, then the fraction of the train set doubles up to all of it, then epochs double again. It never
+passes the share of the user's run a probe may train (:meth:`ProbeBudget.within`: 5% of ``--epochs``
+x train images by default), whatever else allows it.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
-MAX_EPOCHS = 300  # the ladder ends here, whatever the cap: longer is a training run, not a probe
+#: One-sided confidence of each bound of the loss's interval: a verdict at a true loss exactly on the
+#: allowed one is wrong at most 1 - this per look (normal per-seed differences); docs/accuracy.md.
+CONFIDENCE = 0.9
 
 
 @dataclass(frozen=True)
@@ -28,51 +33,56 @@ class ProbeBudget:
 
     @property
     def size(self) -> float:
-        """Epochs x fraction: what a probe's time roughly scales with."""
+        """Epochs x fraction: what a probe's time roughly scales with, in epochs of the whole train set."""
         return self.epochs * self.fraction
 
-    def grown(self, asked: ProbeBudget) -> ProbeBudget | None:
-        """The next budget up the ladder from this one (None at its end): epochs double up to 4x the asked
-        epochs, then the fraction doubles up to 1, then epochs double up to :data:`MAX_EPOCHS`."""
+    def within(self, share: float, run_epochs: int) -> bool:
+        """Whether one probe trains at most ``share`` of the user's run (``run_epochs`` x the train set)."""
+        return self.size <= share * run_epochs + 1e-9
+
+    def grown(self, asked: ProbeBudget) -> ProbeBudget:
+        """The next budget up the ladder from this one: epochs double up to 4x the asked
+        epochs, then the fraction doubles up to 1, then epochs double without end (the share cap ends it)."""
         if self.epochs < 4 * asked.epochs:
             return ProbeBudget(min(2 * self.epochs, 4 * asked.epochs), self.fraction)
         if self.fraction < 1:
             return ProbeBudget(self.epochs, min(1.0, 2 * self.fraction))
-        if self.epochs < MAX_EPOCHS:
-            return ProbeBudget(min(2 * self.epochs, MAX_EPOCHS), 1.0)
-        return None
+        return ProbeBudget(2 * self.epochs, 1.0)
 
     def __str__(self) -> str:
         return f"{self.epochs} epoch{'' if self.epochs == 1 else 's'} on {self.fraction:g} of the train set"
 
 
-def not_informative(reference: float, spread: float, allowed: float) -> str:
-    """Why probes of this budget cannot tell signatures apart; empty when they can.
+def cap_text(share: float, run_epochs: int) -> str:
+    """``5% of your 100-epoch run (5 epochs of the train set)``: the most one probe may train."""
+    return f"{100 * share:g}% of your {run_epochs}-epoch run ({share * run_epochs:g} epochs of the train set)"
 
-    ``reference`` is the baseline's mean mAP50-95 over its seeds, ``spread`` their range. Probes that
-    learned nothing score every candidate about as little, so a loss of 0.0000 would read as "kept"
-    for a config that trains at a tenth of the image size; seeds that disagree by more than the loss
-    the user allows cannot say whether a candidate kept it.
-    """
+
+def not_informative(reference: float) -> str:
+    """Why probes whose baseline scored ``reference`` (mean mAP50-95 over its seeds) decide nothing; empty
+    when they can. A probe that learned nothing reads a loss of 0.0000 for a config that trains at a tenth of
+    the image size."""
     if reference < LOW_MAP:
         return f"the baseline probes reached only mAP50-95 {reference:.4f} (under {LOW_MAP:g}): they learned too little"
-    if spread > reference / 4:
-        return f"the baseline probes' seeds differ by {spread:.4f}, over a quarter of their mAP50-95 {reference:.4f}"
-    if spread > 2 * allowed:
-        return f"the baseline probes' seeds differ by {spread:.4f}, over twice the allowed loss {allowed:.4f}"
     return ""
+
+
+def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
+    """Student's t quantile for a one-sided ``confidence`` bound on a mean of ``n`` paired differences."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(n - 1, confidence))
 
 
 def paired_loss(baseline: tuple[float, ...], candidate: tuple[float, ...]) -> tuple[float, float]:
     """The mAP loss and its interval's half-width, from probes paired seed by seed.
 
-    The loss is the mean of the per-seed differences (baseline - candidate); the half-width is two
-    standard errors of that mean (with two seeds: the two differences' distance apart). It is an
-    estimate from few seeds, not a guarantee: more seeds (``--probe-seeds``) narrow it honestly.
+    The loss is the mean of the per-seed differences (baseline - candidate); the half-width is the one-sided
+    :data:`CONFIDENCE` Student-t bound of that mean (t x standard error; with two seeds 3.08 x half the two
+    differences' distance). Its ends decide (:func:`~speedopt.quality._policy.accuracy_verdict`).
     """
     if len(baseline) != len(candidate) or len(baseline) < 2:
         raise ValueError("paired probes need the same seeds, at least two")
     diffs = [b - c for b, c in zip(baseline, candidate, strict=True)]
-    mean = sum(diffs) / len(diffs)
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
-    return mean, 2 * sd / math.sqrt(len(diffs))
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return statistics.fmean(diffs), t_quantile(len(diffs)) * se

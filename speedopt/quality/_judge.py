@@ -2,15 +2,17 @@
 
 A quality probe trains one signature for a budget (epochs x fraction of the training set, from
 ``--weights`` or from scratch) with one seed, and validates mAP50 and mAP50-95 on the val split.
-The baseline signature is probed first, on every seed of the policy: their mean is the reference.
-When that budget cannot tell signatures apart (:func:`~speedopt.quality._budget.not_informative`) it
-grows, within a time cap, and the baseline is probed again; if it still cannot, every candidate whose
-accuracy knobs differ is *unknown* without a probe of its own, and never recommended. A candidate is
-probed on the same seeds as the baseline; the loss is the mean paired difference, with an interval of
-two standard errors (:func:`~speedopt.quality._budget.paired_loss`). The verdict is one of three
-(:func:`~speedopt.quality._policy.accuracy_verdict`): kept (the whole interval within the allowed loss),
-lost (the whole interval beyond it), unknown (the interval straddles it). Probes are lazy (a signature
-is probed only when its measured throughput could make it the best feasible trial so far) and cached
+The baseline signature is probed first, on every seed of the policy. When its probes learned nothing
+(:func:`~speedopt.quality._budget.not_informative`) the budget grows, within ``--probe-grow`` and the
+share of the run a probe may train; if they still learn nothing, every candidate whose accuracy knobs
+differ is *unknown* without a probe of its own. Otherwise a candidate is probed on the baseline's seeds
+and judged from its per-seed differences (:func:`~speedopt.quality._budget.paired_loss`), in *looks*:
+kept when the interval's upper end is within the allowed loss, lost when its lower end is beyond it
+(:func:`~speedopt.quality._policy.accuracy_verdict`); while it straddles, the look is repeated with
+twice the seeds (up to the policy's most), then at the next budget up the ladder (within the share cap).
+Each look runs only while it pays (:class:`~speedopt.quality._price.Price`): its estimated probes cost
+less than what the candidate's measured speedup saves over the user's run. Probes are lazy (a signature is
+probed only when its measured throughput could make it the best feasible trial so far) and cached
 (:mod:`speedopt.quality._cache`).
 """
 
@@ -21,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from speedopt import machine
+from speedopt import defaults, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
-from speedopt.quality._budget import ProbeBudget, not_informative, paired_loss
+from speedopt.quality._budget import ProbeBudget, cap_text, not_informative, paired_loss
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
 from speedopt.quality._policy import (
     Feasibility,
@@ -37,6 +39,7 @@ from speedopt.quality._policy import (
     unchecked_knobs,
     unchecked_text,
 )
+from speedopt.quality._price import Price, saving_s
 from speedopt.quality._verdict import Verdict
 
 if TYPE_CHECKING:
@@ -54,6 +57,13 @@ class ProbeTarget:
     device: str
     copies: tuple[tuple[int, str], ...] = ()  # (imgsz, data.yaml) of the prepared copies data=resized trains on
     copy_format: str = ""  # their format (jpg, png, npy): part of a resized signature's cache key
+    train_images: int = 0  # the train split's images: with run_epochs, the user's run a probe is priced against
+    run_epochs: int = defaults.EPOCHS
+
+    @property
+    def run_images(self) -> int:
+        """Images the user's whole run trains (``--epochs`` x the train split)."""
+        return self.run_epochs * self.train_images
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a probe of ``knobs`` trains on: the original, or the copy at its imgsz."""
@@ -66,10 +76,10 @@ class ProbeTarget:
 
 
 def _fix(policy: Policy, straddles: bool = False) -> str:
-    """What would let the probes judge: weights to fine-tune (when none were given), a larger budget, and where
-    the loss's interval straddles the allowed loss, more seeds (a narrower interval)."""
+    """What would let the probes judge: weights to fine-tune (when none were given), a larger budget or share,
+    and where the loss's interval straddles the allowed loss, more seeds (a narrower interval)."""
     fixes = [] if policy.weights else ["give --weights (probes then fine-tune)"]
-    fixes.append("raise --probe-grow, --probe-epochs or --probe-fraction")
+    fixes.append("raise --probe-grow, --probe-share, --probe-epochs or --probe-fraction")
     if straddles:
         fixes.append(f"give more --probe-seeds than {policy.seeds}")
     return ", or ".join(fixes)
@@ -77,7 +87,7 @@ def _fix(policy: Policy, straddles: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Reference:
-    """The baseline's accuracy under the budget candidates are judged with.
+    """The baseline's accuracy under the budget candidates are first judged at.
 
     ``values`` are its seeds' mAP50-95 (paired with a candidate's), ``map50_95`` their mean and ``spread``
     their range; ``blind`` says why this budget cannot tell signatures apart (empty: it can), ``grown``
@@ -94,6 +104,27 @@ class Reference:
     grown: str = ""
 
 
+@dataclass(frozen=True)
+class _Look:
+    """One look at a candidate: its budget and seeds, the probes' per-seed mAP50-95 on both sides, and the loss."""
+
+    budget: ProbeBudget
+    base: tuple[float, ...]
+    cand: tuple[float, ...]
+    map50: float
+    loss: float
+    half: float
+    allowed: float
+
+    @property
+    def mean(self) -> float:
+        return sum(self.cand) / len(self.cand)
+
+    @property
+    def reference(self) -> float:
+        return sum(self.base) / len(self.base)
+
+
 @dataclass
 class Judge:
     """Decides whether a measured config keeps accuracy, probing lazily through the cache."""
@@ -105,30 +136,49 @@ class Judge:
     owner: str  # who holds the host lock while probing (the study name)
     on_wait: Callable[[str], None] | None = None
     progress: Callable[[TrialProgress], None] | None = None
+    note: Callable[[str], None] | None = None  # what judging will cost, said before the probes run
     ran: int = field(default=0, init=False)
     hits: int = field(default=0, init=False)
     spent: dict[str, float] = field(default_factory=dict, init=False)  # wall time of probes run here, by signature
     _cache: ProbeCache | None = field(default=None, init=False)
     _reference: Reference | None = field(default=None, init=False)  # once per process, success or failure
+    _seconds: dict[ProbeBudget, list[float]] = field(default_factory=dict, init=False)  # measured probe seconds by budget
+    _known: dict[str, ProbeResult] = field(default_factory=dict, init=False)  # results this process already read or ran
 
     def _probe_knobs(self, knobs: Knobs) -> Knobs:
         # System knobs do not change accuracy: probes load data as fast as this machine allows.
         return Knobs(**signature(knobs), workers=min(8, machine.cpu_cores()), cache="none")
 
-    def score(self, knobs: Knobs, seed: int, budget: ProbeBudget | None = None) -> ProbeResult:
-        """Val mAP of this signature for one seed and budget (the policy's by default): from the cache,
-        else from a probe run now."""
-        if self._cache is None:
-            self._cache = ProbeCache(self.storage)
-        budget = budget or self.policy.budget
+    def _key(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> str:
         sig = signature(knobs)
         keyed = {**sig, "data": f"resized-{self.target.copy_format}"} if "data" in sig else sig  # jpg and png differ
         budgeted = replace(self.policy, epochs=budget.epochs, fraction=budget.fraction)
-        key = cache_key(self.target.dataset_id, keyed, budgeted, seed, self.target.engine)
-        cached = self._cache.get(key)
-        if cached is not None:
+        return cache_key(self.target.dataset_id, keyed, budgeted, seed, self.target.engine)
+
+    def _cached(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> ProbeResult | None:
+        if self._cache is None:
+            self._cache = ProbeCache(self.storage)
+        return self._cache.get(self._key(knobs, seed, budget))
+
+    def score(self, knobs: Knobs, seed: int, budget: ProbeBudget | None = None) -> ProbeResult:
+        """Val mAP of this signature for one seed and budget (the policy's by default): from the cache,
+        else from a probe run now."""
+        budget = budget or self.policy.budget
+        key = self._key(knobs, seed, budget)
+        if key in self._known:  # read or run before in this process: neither a new hit nor a new probe
+            return self._known[key]
+        result = self._cached(knobs, seed, budget)
+        if result is not None:
             self.hits += 1
-            return cached
+        else:
+            result = self._probe(knobs, seed, budget)
+        if result.ok and result.seconds is not None:
+            self._seconds.setdefault(budget, []).append(result.seconds)
+        self._known[key] = result
+        return result
+
+    def _probe(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> ProbeResult:
+        sig = signature(knobs)
         job = ProbeJob(
             engine=self.target.engine,
             yolov5_dir=self.target.yolov5_dir,
@@ -168,13 +218,13 @@ class Judge:
             images=scores.images if scores else None,
             seconds=round(seconds, 3),
         )
-        if result.ok:
-            self._cache.put(key, result)  # failures are not cached: a later run may have more memory or time
+        if result.ok and self._cache is not None:
+            self._cache.put(self._key(knobs, seed, budget), result)  # failures are not cached: a later run may have more
         return result
 
     def reference(self) -> Reference:
-        """The baseline's mAP50-95 over the policy's seeds, under a budget grown until informative (or
-        until the next budget would take the baseline's probes past ``policy.grow_s``); once per process."""
+        """The baseline's mAP50-95 over the policy's seeds, under a budget grown until its probes learned something
+        (or until the next budget would take them past ``policy.grow_s`` or the share cap); once per process."""
         if self._reference is None:
             asked = budget = self.policy.budget
             spent, stop = 0.0, ""  # the baseline's probes at every budget tried, as measured (cached or not)
@@ -184,8 +234,8 @@ class Judge:
                     break
                 spent += sum(r.seconds or 0.0 for r in runs)
                 bigger = budget.grown(asked)
-                if bigger is None:
-                    stop = " (the largest budget a probe grows to)"
+                if not bigger.within(self.policy.share, self.target.run_epochs):
+                    stop = f" (a larger budget would train more than {cap_text(self.policy.share, self.target.run_epochs)})"
                     break
                 if any(r.seconds is None for r in runs):
                     stop = " (probes cached without their time: the next budget's cost is unknown)"
@@ -207,11 +257,11 @@ class Judge:
             return Reference(None, None, why, budget=budget), runs
         values = tuple(r.map50_95 or 0.0 for r in runs)
         mean, spread = sum(values) / len(values), max(values) - min(values)
-        blind = not_informative(mean, spread, self.policy.limit.allowed(mean))
-        return Reference(mean, spread, values=values, budget=budget, blind=blind), runs
+        return Reference(mean, spread, values=values, budget=budget, blind=not_informative(mean)), runs
 
-    def verdict(self, knobs: Knobs, images_per_s: float, best_feasible: float | None) -> Verdict:
-        """Feasibility of a config measured ok at ``images_per_s``, given the best feasible so far."""
+    def verdict(self, knobs: Knobs, images_per_s: float, best_feasible: float | None, baseline_ips: float | None = None) -> Verdict:
+        """Feasibility of a config measured ok at ``images_per_s``, given the best feasible so far and the
+        baseline's measured images/s (what the candidate's probes are priced against; None: unknown)."""
         sig = signature(knobs)
         if not self.policy.probing:  # nothing judges accuracy: say whether the trained model is the baseline's
             differ = unchecked_knobs(self.policy, self.baseline, knobs)
@@ -226,38 +276,101 @@ class Judge:
             return Verdict(sig, Feasibility.UNPROBED, reason=why)
         ran0, hits0, spent0 = self.ran, self.hits, dict(self.spent)
         ref = self.reference()
-        verdict = self._judged(knobs, ref)
+        saving = saving_s(self.target.run_images, baseline_ips, images_per_s)
+        verdict = self._judged(knobs, ref, saving)
         spent = {k: round(v - spent0.get(k, 0.0), 3) for k, v in self.spent.items() if v > spent0.get(k, 0.0)}
         return replace(verdict, probes_run=self.ran - ran0, cache_hits=self.hits - hits0, probe_seconds=spent)
 
-    def _judged(self, knobs: Knobs, ref: Reference) -> Verdict:
-        """The verdict of a candidate against the baseline's reference: unknown without a probe where the
-        budget cannot tell, else its probes on the baseline's seeds, paired."""
+    def _price(self, knobs: Knobs, budget: ProbeBudget, seeds: int, saving: float | None) -> Price:
+        """The probes a look at ``budget`` with ``seeds`` seeds still needs (cached ones cost nothing), and their
+        time estimated from the probes measured at that budget, or scaled from the largest budget measured."""
+        needed = sum(self._cached(k, seed, budget) is None for seed in range(seeds) for k in (self.baseline, knobs))
+        seconds, basis = None, ""
+        if self._seconds.get(budget):
+            each = sum(self._seconds[budget]) / len(self._seconds[budget])
+            seconds, basis = needed * each, f"{each:.0f} s per probe, as measured at {budget}"
+        elif self._seconds:
+            last = max(self._seconds, key=lambda b: b.size)
+            each = sum(self._seconds[last]) / len(self._seconds[last]) * budget.size / last.size
+            seconds, basis = needed * each, f"{each:.0f} s per probe, scaled from {last} to {budget}"
+        return Price(needed, seconds, basis, saving, self.target.run_epochs)
+
+    def _look(self, knobs: Knobs, budget: ProbeBudget, seeds: int) -> _Look | str:
+        """Probe both sides on ``seeds`` seeds at ``budget`` and pair them; or why a probe failed."""
+        base = [self.score(self.baseline, seed, budget) for seed in range(seeds)]
+        bad = next((r for r in base if not r.ok or r.map50_95 is None), None)
+        if bad is not None:
+            return f"baseline probe ended {bad.status.value}: {bad.message}"
+        runs = [self.score(knobs, seed, budget) for seed in range(seeds)]
+        failed = next((r for r in runs if not r.ok or r.map50_95 is None), None)
+        if failed is not None:
+            return f"probe ended {failed.status.value}: {failed.message}"
+        base_maps, maps = tuple(r.map50_95 or 0.0 for r in base), tuple(r.map50_95 or 0.0 for r in runs)
+        loss, half = paired_loss(base_maps, maps)
+        allowed = self.policy.limit.allowed(sum(base_maps) / len(base_maps))
+        return _Look(budget, base_maps, maps, sum(r.map50 or 0.0 for r in runs) / len(runs), loss, half, allowed)
+
+    def _next(self, budget: ProbeBudget, seeds: int) -> tuple[ProbeBudget, int] | None:
+        """The look after one that straddles: twice the seeds up to the most, then the next budget (from the
+        policy's seeds again) while it stays within the share cap; None at the end."""
+        if seeds < self.policy.max_seeds:
+            return budget, min(2 * seeds, self.policy.max_seeds)
+        bigger = budget.grown(self.policy.budget)
+        return (bigger, self.policy.seeds) if bigger.within(self.policy.share, self.target.run_epochs) else None
+
+    def _judged(self, knobs: Knobs, ref: Reference, saving: float | None) -> Verdict:
+        """The verdict of a candidate: unknown without a probe where the baseline's probes learned nothing; else
+        looks at it, paired with the baseline, until one decides or the next would cost more than it is worth."""
         sig = signature(knobs)
         if ref.map50_95 is None or ref.spread is None or ref.budget is None:
             return Verdict(sig, Feasibility.UNPROBED, reason=f"cannot judge: {ref.why}")
-        allowed = self.policy.limit.allowed(ref.map50_95)
         blank = Verdict(
-            sig, Feasibility.UNKNOWN, allowed=allowed, reference=ref.map50_95, reference_spread=ref.spread, budget=ref.budget,
+            sig, Feasibility.UNKNOWN, allowed=self.policy.limit.allowed(ref.map50_95), reference=ref.map50_95,
+            reference_spread=ref.spread, budget=ref.budget, saving_s=saving,
         )
         if ref.blind:  # a candidate's probe could not say anything: do not run it
             return replace(blank, reason=f"accuracy unknown: {ref.blind}; {_fix(self.policy)}")
-        runs = [self.score(knobs, seed, ref.budget) for seed in self.policy.seed_list]
-        failed = next((r for r in runs if not r.ok or r.map50_95 is None), None)
-        if failed is not None:
-            why = f"probe ended {failed.status.value}: {failed.message}"
-            return replace(blank, feasibility=Feasibility.REJECTED, reason=why)
-        values = tuple(r.map50_95 or 0.0 for r in runs)
-        loss, half = paired_loss(ref.values, values)
-        decided = accuracy_verdict(loss, half, allowed)
+        step: tuple[ProbeBudget, int] | None = (ref.budget, self.policy.seeds)
+        look: _Look | None = None
+        estimate: float | None = None
+        stop = ""
+        while step is not None:
+            budget, seeds = step
+            price = self._price(knobs, budget, seeds, saving)
+            if self.policy.lazy and not price.worth:
+                stop = f"the next look ({price.cost_text()}) would cost more than the decision is worth: {price.saving_text()}"
+                break
+            if price.probes:
+                estimate = (estimate or 0.0) + (price.seconds or 0.0)
+                if self.note:
+                    self.note(f"judging {signature_text(sig)} at {budget}, {seeds} seeds: {price.text()}")
+            seen = self._look(knobs, budget, seeds)
+            if isinstance(seen, str):
+                return replace(blank, feasibility=Feasibility.REJECTED, reason=seen, probe_estimate_s=estimate)
+            look = seen
+            if accuracy_verdict(look.loss, look.half, look.allowed) is not Feasibility.UNKNOWN:
+                break
+            step = self._next(budget, seeds)
+            if step is None:
+                stop = f"the most seeds ({self.policy.max_seeds}) at the largest budget within {cap_text(self.policy.share, self.target.run_epochs)}"
+        return self._decided(blank, look, ref, stop, estimate)
+
+    def _decided(self, blank: Verdict, look: _Look | None, ref: Reference, stop: str, estimate: float | None) -> Verdict:
+        """The verdict a candidate's last look gives (unknown, with why it stopped, when it still straddles)."""
+        if look is None:  # not one look paid for itself
+            return replace(blank, reason=f"accuracy unknown: not probed: {stop}", probe_estimate_s=estimate)
+        decided = accuracy_verdict(look.loss, look.half, look.allowed)
         within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
-        mean = sum(values) / len(values)
-        grown = f"; probe budget {ref.grown}" if ref.grown else ""
+        grown = f"; probe budget {ref.grown}" if ref.grown and look.budget == ref.budget else ""
+        if look.budget != ref.budget:
+            grown = f"; probe budget grown from {self.policy.budget} to {look.budget}"
         reason = (
-            f"mAP50-95 {mean:.4f} vs baseline {ref.map50_95:.4f} on {len(values)} paired seeds: loss {loss:.4f} +/- "
-            f"{half:.4f} {within} the allowed {allowed:.4f}{grown}"
+            f"mAP50-95 {look.mean:.4f} vs baseline {look.reference:.4f} on {len(look.cand)} paired seeds: loss {look.loss:.4f} "
+            f"+/- {look.half:.4f} {within} the allowed {look.allowed:.4f}{grown}"
         )
         if decided is Feasibility.UNKNOWN:
-            reason = f"accuracy unknown: {reason}; {_fix(self.policy, straddles=True)}"
-        map50 = sum(r.map50 or 0.0 for r in runs) / len(runs)
-        return replace(blank, feasibility=decided, map50=map50, map50_95=mean, map_loss=loss, spread=half, reason=reason)
+            reason = f"accuracy unknown: {reason}; stopped: {stop}; {_fix(self.policy, straddles=True)}"
+        return replace(
+            blank, feasibility=decided, map50=look.map50, map50_95=look.mean, map_loss=look.loss, spread=look.half,
+            allowed=look.allowed, reference=look.reference, budget=look.budget, reason=reason, probe_estimate_s=estimate,
+        )

@@ -18,7 +18,7 @@ from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, amp_text
 from speedopt.measure import positive
-from speedopt.quality._budget import ProbeBudget
+from speedopt.quality._budget import ProbeBudget, cap_text
 
 ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
 #: ``--quality``: probe a signature only when it could be the best (lazy), probe every one, or keep accuracy knobs
@@ -133,6 +133,8 @@ class Policy:
     grow_s: float = defaults.PROBE_GROW_S
     #: Accuracy knobs this study shows cannot change the model (``data`` on a lossless copy: same pixels).
     neutral: tuple[str, ...] = ()
+    #: The most one probe may train, as a share of the user's run (``--epochs`` x train images).
+    share: float = defaults.PROBE_SHARE
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -160,6 +162,11 @@ class Policy:
     @property
     def seed_list(self) -> tuple[int, ...]:
         return tuple(range(self.seeds))
+
+    @property
+    def max_seeds(self) -> int:
+        """The seeds a candidate's look may grow to while its interval straddles the allowed loss."""
+        return max(defaults.PROBE_MAX_SEEDS, self.seeds)
 
     @property
     def limit(self) -> MaxLoss:
@@ -190,8 +197,11 @@ def make_policy(
     timeout_s: float = defaults.PROBE_TIMEOUT_S,
     seeds: int = defaults.PROBE_SEEDS,
     grow_s: float = defaults.PROBE_GROW_S,
+    share: float = defaults.PROBE_SHARE,
+    run_epochs: int = defaults.EPOCHS,
 ) -> Policy:
-    """Check the quality options against the dataset; raises UsageError with one line."""
+    """Check the quality options against the dataset and the user's run (``run_epochs``: a probe trains at most
+    ``share`` of it); raises UsageError with one line."""
     if mode not in _MODES:  # the Python API takes any string
         raise UsageError(f"--quality must be probe, all or off, got {mode!r}")
     parse_max_loss(max_loss)
@@ -206,6 +216,13 @@ def make_policy(
         raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds), got {seeds}")
     if not grow_s >= 0:
         raise UsageError(f"--probe-grow must be 0 or more seconds, got {grow_s}")
+    if not 0 < share <= 1:
+        raise UsageError(f"--probe-share must be a share of the run in (0, 1], like 0.05 or 5%, got {share:g}")
+    if not ProbeBudget(epochs, fraction).within(share, run_epochs):
+        raise UsageError(
+            f"a probe of {epochs} epochs on {fraction:g} of the train set trains more than {cap_text(share, run_epochs)}; "
+            "lower --probe-epochs or --probe-fraction, or raise --probe-share"
+        )
     if not ds.val_images:
         raise UsageError("the val split is empty; quality probes validate on it (add val images or use --quality off)")
     if not any(label_path(p).is_file() and label_path(p).stat().st_size for p in ds.val_images):
@@ -213,5 +230,5 @@ def make_policy(
     path, wid = check_weights(weights) if weights else (None, None)
     return Policy(
         mode=mode, max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s,
-        seeds=seeds, grow_s=grow_s,
+        seeds=seeds, grow_s=grow_s, share=share,
     )

@@ -19,7 +19,8 @@ class Verdict:
     accuracy (quality off): such a config counts as feasible, since the user chose not to check, but
     it must never be shown as having kept accuracy. ``spread`` is the half-width of the loss's interval
     (paired seeds); ``reference_spread`` the baseline seeds' range. ``probe_seconds`` is the wall time
-    of the probes this verdict ran, by signature (cache hits cost nothing here).
+    of the probes this verdict ran, by signature (cache hits cost nothing here); ``probe_estimate_s`` what they
+    were estimated to cost before they ran, and ``saving_s`` what deciding could save over the user's run.
     """
 
     signature: dict[str, Any]
@@ -37,6 +38,8 @@ class Verdict:
     reference_spread: float | None = None
     budget: ProbeBudget | None = None
     probe_seconds: dict[str, float] = field(default_factory=dict)
+    probe_estimate_s: float | None = None  # what its probes were estimated to cost before they ran
+    saving_s: float | None = None  # what its measured speedup would save over the user's run (estimate)
 
     def constraint(self) -> float:
         """Optuna constraint value (<= 0 feasible): the loss's upper end (loss + spread) minus the allowed loss
@@ -64,6 +67,8 @@ class Verdict:
             "probe_epochs": self.budget.epochs if self.budget else None,
             "probe_fraction": self.budget.fraction if self.budget else None,
             "probe_seconds": dict(self.probe_seconds),
+            "probe_estimate_s": self.probe_estimate_s,
+            "saving_s": self.saving_s,
             "probes_run": self.probes_run,
             "probe_cache_hits": self.cache_hits,
             "quality_reason": self.reason,

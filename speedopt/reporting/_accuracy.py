@@ -2,7 +2,8 @@
 
 Probes are the price of the mAP-loss constraint: each signature is trained once per seed. The section
 shows that price beside the search it belongs to (probe time as a share of the search's span, from the
-first trial's start to the last trial's end) and per signature, with the verdict each got.
+first trial's start to the last trial's end) and per signature, with the verdict each got, what its probes
+were estimated to cost before they ran, and what deciding could save over the user's run (both estimates).
 """
 
 from __future__ import annotations
@@ -27,6 +28,21 @@ def _verdicts(done: list[TrialRecord]) -> dict[str, str]:
         loss = f" (loss {r.map_loss:+.4f} +/- {r.map_spread or 0:.4f})" if r.map_loss is not None and r.probe_map50_95 is not None else ""
         words[signature_text(r.signature)] = f"{r.feasibility.word}{loss}"
     return words
+
+
+def _priced(done: list[TrialRecord]) -> dict[str, tuple[float | None, float | None]]:
+    """Each judged signature's (estimated probe seconds before they ran, seconds its speedup could save over the run)."""
+    return {
+        signature_text(r.signature): (r.probe_estimate_s, r.saving_s)
+        for r in done
+        if r.signature is not None and (r.probe_estimate_s is not None or r.saving_s is not None)
+    }
+
+
+def _saving(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return duration(seconds) if seconds > 0 else "nothing (not faster)"
 
 
 def accuracy_section(p: StudyProtocol, result: SearchOutcome) -> list[str]:
@@ -55,11 +71,20 @@ def accuracy_section(p: StudyProtocol, result: SearchOutcome) -> list[str]:
         return lines + ["No probe ran in this study (every verdict came from the probe cache or needed none).", ""]
     span, total = _span(done), sum(spent.values())
     share = f", {100 * total / span:.0f}% of the search's {duration(span)} (first trial's start to last trial's end)" if span else ""
-    words = _verdicts(done)
+    words, priced = _verdicts(done), _priced(done)
     base = signature_text(result.baseline.signature) if result.baseline and result.baseline.signature else None
-    lines += [f"The price of accuracy: {duration(total)} of probes{share}.", "",
-              "| signature | verdict | probe time | share of probe time |", "|---|---|---|---|"]
-    for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+    lines += [
+        f"The price of accuracy: {duration(total)} of probes{share}. Before a candidate's probes ran, the search "
+        f"estimated their cost (from probes already measured at that budget) and what deciding could save over your "
+        f"{p.epochs} epochs (from the trials' measured images/s): both are estimates.", "",
+        "| signature | verdict | probe time | estimated before | could save | share of probe time |", "|---|---|---|---|---|---|",
+    ]
+    unpaid = {name: 0.0 for name in priced if name not in spent}  # judged, or left unknown, without a probe
+    for name, seconds in sorted({**unpaid, **spent}.items(), key=lambda item: -item[1]):
         verdict = "the reference (baseline)" if name == base else words.get(name, "-")
-        lines.append(f"| {cell(name)} | {cell(verdict)} | {duration(seconds)} | {100 * seconds / total:.0f}% |")
+        estimate, saving = priced.get(name, (None, None))
+        lines.append(
+            f"| {cell(name)} | {cell(verdict)} | {duration(seconds)} | {duration(estimate)} | {_saving(saving)} | "
+            f"{100 * seconds / total:.0f}% |"
+        )
     return lines + [""]

@@ -48,6 +48,8 @@ class SearchConfig:
     probe_timeout_s: float = defaults.PROBE_TIMEOUT_S
     probe_seeds: int = defaults.PROBE_SEEDS  # seeds per probed signature, paired with the baseline's
     probe_grow_s: float = defaults.PROBE_GROW_S  # seconds the baseline's probes may spend growing a budget that cannot tell
+    probe_share: float = defaults.PROBE_SHARE  # the most one probe may train, as a share of the run (epochs x train images)
+    epochs: int = defaults.EPOCHS  # epochs of the user's full run: the projection, and what probes are priced against
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
     prepare: PrepareFormat | None = None  # make the data knob's resized copies first (speedopt prepare)
     warm: bool = True  # fork every job from one warm worker (torch and the trainer imported once); False: each job cold

@@ -145,7 +145,7 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock:
     """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok); its
     memory fits and quality probes timed apart on ``clock`` (the study's bill)."""
     clock = clock or Clock()
-    from speedopt.search._stop import Skips, best_feasible
+    from speedopt.search._stop import Skips, baseline_speed, best_feasible
 
     skips = Skips(plan)
 
@@ -178,7 +178,9 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock:
         if result.ok:
             trial.set_user_attr(schema.PHASE, "accuracy")  # quality probes, if its signature needs any
             with clock.stage("probes"):
-                verdict = judge.verdict(result.config, result.images_per_s or 0.0, best_feasible(trial.study))
+                verdict = judge.verdict(
+                    result.config, result.images_per_s or 0.0, best_feasible(trial.study), baseline_speed(trial.study)
+                )
         else:
             verdict = not_measured(knobs, result.status)
         schema.write_verdict(trial, verdict.attrs())

@@ -70,6 +70,8 @@ def _check_numbers(config: SearchConfig) -> None:
         raise UsageError(f"--stop-at-ceiling must be a share of min(ceilings) in [0, 1], such as 0.95 or 95%, got {config.stop_at_ceiling:g}")
     if config.ceiling_rank not in rank_mod.MODES:
         raise UsageError(f"--ceiling-rank must be auto, on or off, got {config.ceiling_rank!r}")
+    if config.epochs < 1:
+        raise UsageError(f"--epochs must be at least 1, got {config.epochs}")
     if config.finalists < 1:
         raise UsageError(f"--finalists must be at least 1, got {config.finalists}")
     if config.repeats < 0 or config.repeats == 1:
@@ -92,7 +94,7 @@ def _quality(config: SearchConfig, eng: Any, base: Knobs, ds: Any, notes: list[s
         notes.append(f"quality probes start from your baseline's checkpoint {base.model} (no --weights given)")
     policy = make_policy(
         mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s,
-        config.probe_seeds, config.probe_grow_s,
+        config.probe_seeds, config.probe_grow_s, config.probe_share, config.epochs,
     )
     return policy, off_why
 
@@ -137,6 +139,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         baseline=base,
         quality=policy,
         trials=config.trials,
+        epochs=config.epochs,
         steps=config.steps,
         max_steps=options.most_steps,
         warmup=config.warmup,

@@ -109,11 +109,11 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
         inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
     target = ProbeTarget(
         p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
-        p.copies[0].format if p.copies else "",
+        p.copies[0].format if p.copies else "", p.dataset.train_images, p.epochs,
     )
     judge = Judge(
         p.quality, target, p.baseline, storage,
-        plan.study_name, on_wait=view.note, progress=view.trial_progress,
+        plan.study_name, on_wait=view.note, progress=view.trial_progress, note=view.price,
     )
     one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs, clock), p.trials))
     if plan.create:

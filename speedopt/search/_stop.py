@@ -47,6 +47,12 @@ def best_feasible(study: optuna.Study) -> float | None:
     return best.images_per_s if best else None
 
 
+def baseline_speed(study: optuna.Study) -> float | None:
+    """Images/s of the study's baseline trial (None until it measured ok): what a candidate's probes are priced against."""
+    base = next((r for r in records(study) if r.is_baseline and r.result.ok), None)
+    return base.images_per_s if base else None
+
+
 def _stop(study: optuna.Study, why: str) -> None:
     """Stop the study's loop and keep why (the report says it)."""
     schema.write_stopped(study, why)

@@ -40,6 +40,11 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
         """One line on what the search is doing or waiting for: the host lock held by another process, the label
         caches or a memory fit being built, ceiling jobs, other workers' trials, why a trial was pruned."""
 
+    def price(self, message: str) -> None:
+        """What judging a candidate's accuracy will cost and could save, said before its probes run: a line that
+        stays (the user weighs it), unlike a passing note. By default a note."""
+        self.note(message)
+
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         """The finals begin: these trials' configs (the baseline's first) in ``repeats`` interleaved rounds."""
 

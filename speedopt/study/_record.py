@@ -50,6 +50,11 @@ def _seconds(stored: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in stored.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
+def _number(stored: Any) -> float | None:
+    """A stored number attr (None when absent or not a number: older studies, or an import)."""
+    return float(stored) if isinstance(stored, int | float) and not isinstance(stored, bool) else None
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """A completed speedopt trial: its measurement, its accuracy verdict and its place in the study."""
@@ -70,6 +75,8 @@ class TrialRecord:
     probe_epochs: int | None = None  # the budget the verdict was judged at (it may have grown from the asked one)
     probe_fraction: float | None = None
     probe_seconds: dict[str, float] = field(default_factory=dict)  # wall time of the probes it ran, by signature
+    probe_estimate_s: float | None = None  # what those probes were estimated to cost before they ran
+    saving_s: float | None = None  # what its measured speedup would save over the user's run (estimate)
     probes_run: int = 0
     probe_cache_hits: int = 0
     quality_reason: str = ""
@@ -124,6 +131,8 @@ class TrialRecord:
             probe_epochs=attrs.get("probe_epochs"),
             probe_fraction=attrs.get("probe_fraction"),
             probe_seconds=_seconds(attrs.get("probe_seconds")),
+            probe_estimate_s=_number(attrs.get("probe_estimate_s")),
+            saving_s=_number(attrs.get("saving_s")),
             probes_run=int(attrs.get("probes_run") or 0),
             probe_cache_hits=int(attrs.get("probe_cache_hits") or 0),
             quality_reason=str(attrs.get("quality_reason") or ""),

@@ -1,7 +1,7 @@
-"""The probe budget's rules on synthetic probe results: when a budget can judge, how it grows, the paired loss.
+"""The verdict's rules on synthetic probe results: when a budget can judge, how a look grows, what it costs, the paired loss.
 
 The Judge here answers probes from a script instead of a trainer (the real probes are in test_judge.py's
-slow tests): what is tested is which probes it asks for, at which budget, and what it concludes.
+slow tests): what is tested is which probes it asks for, at which budget and seeds, and what it concludes.
 """
 
 from dataclasses import dataclass, field
@@ -10,62 +10,86 @@ import pytest
 
 from speedopt import quality
 from speedopt.cli._progress import accuracy_text
+from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
-from speedopt.quality._budget import not_informative, paired_loss
+from speedopt.quality._budget import not_informative, paired_loss, t_quantile
+from speedopt.quality._price import Price, rough, saving_s
 from speedopt.status import Status
 
 
 def test_the_ladder_doubles_epochs_then_the_fraction_then_epochs_again():
     asked = ProbeBudget(10, 0.25)
     steps, budget = [], asked
-    while (budget := budget.grown(asked)) is not None:
+    while (budget := budget.grown(asked)).within(0.05, 1000):  # 5% of a 1000-epoch run: 50 epochs of the set
         steps.append((budget.epochs, budget.fraction))
-    assert steps == [(20, 0.25), (40, 0.25), (40, 0.5), (40, 1.0), (80, 1.0), (160, 1.0), (300, 1.0)]
+    assert steps == [(20, 0.25), (40, 0.25), (40, 0.5), (40, 1.0)]  # 80 epochs on all of it would pass the share
     assert str(asked) == "10 epochs on 0.25 of the train set" and asked.size == 2.5
+    assert ProbeBudget(5, 1.0).within(0.05, 100) and not ProbeBudget(6, 1.0).within(0.05, 100)
 
 
-def test_a_budget_is_informative_only_when_the_baseline_learned_and_its_seeds_agree():
-    assert "learned too little" in not_informative(0.0, 0.0, 0.01)  # probes that learned nothing
-    assert "learned too little" in not_informative(quality.LOW_MAP - 1e-4, 0.0, 0.01)
-    assert not_informative(quality.LOW_MAP, 0.0, 0.01) == ""
-    assert "over a quarter" in not_informative(0.08, 0.03, 0.05)  # the seeds disagree against what they learned
-    assert "over twice the allowed loss" in not_informative(0.5, 0.03, 0.01)  # ... or against the loss allowed
-    assert not_informative(0.5, 0.02, 0.01) == ""
+def test_only_a_probe_that_learned_nothing_is_blind():
+    assert "learned too little" in not_informative(0.0)  # probes that learned nothing
+    assert "learned too little" in not_informative(quality.LOW_MAP - 1e-4)
+    assert not_informative(quality.LOW_MAP) == ""
+    assert not_informative(0.08) == ""  # seeds that disagree are no reason: the paired differences decide
 
 
-def test_the_paired_loss_is_the_mean_difference_with_two_standard_errors():
-    loss, half = paired_loss((0.30, 0.32), (0.28, 0.31))  # differences 0.02 and 0.01
-    assert loss == pytest.approx(0.015) and half == pytest.approx(0.01)  # two seeds: the differences' distance
+def test_the_paired_loss_is_the_mean_difference_with_a_one_sided_90_percent_t_bound():
+    loss, half = paired_loss((0.30, 0.32), (0.28, 0.31))  # differences 0.02 and 0.01: standard error 0.005
+    assert loss == pytest.approx(0.015) and half == pytest.approx(3.0777 * 0.005, rel=1e-3)  # t(0.9, 1 df) = 3.078
     loss, half = paired_loss((0.3, 0.3, 0.3), (0.29, 0.28, 0.27))  # differences 0.01, 0.02, 0.03: sd 0.01
-    assert loss == pytest.approx(0.02) and half == pytest.approx(2 * 0.01 / 3**0.5)
+    assert loss == pytest.approx(0.02) and half == pytest.approx(1.8856 * 0.01 / 3**0.5, rel=1e-3)
+    assert t_quantile(10) == pytest.approx(1.383, rel=1e-3)  # ten seeds: 9 degrees of freedom
     with pytest.raises(ValueError):
         paired_loss((0.3,), (0.2,))
+
+
+def test_a_look_is_priced_from_measured_probes_and_runs_only_while_it_pays():
+    assert rough(30) == "under a minute" and rough(41 * 60) == "41 min" and rough(125 * 60) == "2 h 05 min"
+    assert saving_s(4800, 10.0, 20.0) == pytest.approx(240.0) and saving_s(4800, None, 20.0) is None
+    assert saving_s(4800, 20.0, 10.0) == pytest.approx(-240.0)  # slower: it saves nothing
+    assert Price(4, 100.0, "", 240.0, 100).worth and not Price(4, 300.0, "", 240.0, 100).worth
+    assert Price(4, None, "", 240.0, 100).worth and Price(4, 300.0, "", None, 100).worth  # unknown: no ground to stop
+    assert Price(0, 0.0, "", -5.0, 100).worth  # all cached: free
+    text = Price(4, 180.0, "45 s per probe", 41 * 60.0, 100).text()
+    assert text == "about 3 min of probes (4 probes; estimate: 45 s per probe); it could save 41 min over your 100 epochs (estimate: measured images/s)"
 
 
 @dataclass
 class Scripted(quality.Judge):
     """A Judge whose probes answer from ``maps`` (signature imgsz, epochs) -> per-seed mAP50-95, each taking ``cost``
-    seconds per epoch x fraction; ``asked`` records every probe it asked for."""
+    seconds per epoch x fraction; ``asked`` records every probe it ran (answers are cached, as the storage would)."""
 
     maps: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
     cost: float = 1.0
     asked: list[tuple[int, int, float, int]] = field(default_factory=list)
+    answered: dict[tuple[int, int, float, int], quality.ProbeResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
-    def score(self, knobs, seed, budget=None):
-        budget = budget or self.policy.budget
-        self.asked.append((knobs.imgsz, budget.epochs, budget.fraction, seed))
+    def __post_init__(self):
+        self.note = self.notes.append
+
+    def _cached(self, knobs, seed, budget):
+        return self.answered.get((knobs.imgsz, budget.epochs, budget.fraction, seed))
+
+    def _probe(self, knobs, seed, budget):
+        key = (knobs.imgsz, budget.epochs, budget.fraction, seed)
+        self.asked.append(key)
         self.ran += 1
         seconds = self.cost * budget.size
-        self.spent[quality.signature_text(quality.signature(knobs))] = self.spent.get(quality.signature_text(quality.signature(knobs)), 0) + seconds
+        name = quality.signature_text(quality.signature(knobs))
+        self.spent[name] = self.spent.get(name, 0) + seconds
         value = self.maps[(knobs.imgsz, budget.epochs)][seed]
-        return quality.ProbeResult(Status.OK, "", quality.signature(knobs), seed, budget.epochs, budget.fraction, "id",
-                                   map50=value, map50_95=value, images=10, seconds=seconds)
+        result = quality.ProbeResult(Status.OK, "", quality.signature(knobs), seed, budget.epochs, budget.fraction, "id",
+                                     map50=value, map50_95=value, images=10, seconds=seconds)
+        self.answered[key] = result
+        return result
 
 
-def _judge(grow_s: float, maps, **policy) -> Scripted:
-    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
-    p = quality.Policy(mode="all", epochs=2, fraction=1.0, grow_s=grow_s, **policy)
+def _judge(grow_s: float, maps, mode="all", run_epochs=100, train_images=100, **policy) -> Scripted:
+    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu", train_images=train_images, run_epochs=run_epochs)
+    p = quality.Policy(mode=mode, epochs=2, fraction=1.0, grow_s=grow_s, **policy)
     return Scripted(p, target, Knobs(model="yolov5n", imgsz=160, batch=8), storage=None, owner="t", maps=maps)
 
 
@@ -79,37 +103,101 @@ def test_an_uninformative_budget_grows_and_the_candidate_is_paired_at_the_grown_
     # The baseline at 2 epochs learned nothing; at 4 it did. The candidate ran at 4, on the baseline's seeds.
     assert judge.asked == [(160, 2, 1.0, 0), (160, 2, 1.0, 1), (160, 4, 1.0, 0), (160, 4, 1.0, 1), (32, 4, 1.0, 0), (32, 4, 1.0, 1)]
     assert verdict.feasibility is Feasibility.REJECTED and verdict.budget == ProbeBudget(4, 1.0)
-    assert verdict.map_loss == pytest.approx(0.095) and verdict.spread == pytest.approx(0.01)  # diffs 0.10, 0.09
+    assert verdict.map_loss == pytest.approx(0.095) and verdict.spread == pytest.approx(3.0777 * 0.005, rel=1e-3)  # diffs 0.10, 0.09
     assert "probe budget grown from 2 epochs on 1 of the train set to 4 epochs" in verdict.reason
     attrs = verdict.attrs()
     assert attrs["probe_epochs"] == 4 and attrs["baseline_spread"] == pytest.approx(0.01)
     assert verdict.probes_run == 6 and sum(attrs["probe_seconds"].values()) == pytest.approx(2 * 2 + 4 * 2 + 4 * 2)
     assert set(attrs["probe_seconds"]) == {"yolov5n 160px b8 amp=on freeze=0", "yolov5n 32px b8 amp=on freeze=0"}
+    assert attrs["probe_estimate_s"] == pytest.approx(8.0)  # before they ran: 2 probes x 4 s, as the baseline's measured
 
 
 def test_a_budget_that_stays_uninformative_within_the_cap_makes_the_candidate_unknown_unprobed():
     maps = {(160, e): (0.0, 0.0) for e in (2, 4, 8)}
-    judge = _judge(20.0, maps)  # 2+2 s, then 4+4 s; 8 epochs would take the baseline's probes to 28 s
+    judge = _judge(20.0, maps, run_epochs=1000)  # 2+2 s, then 4+4 s; 8 epochs would take the baseline's probes to 28 s
     verdict = judge.verdict(SMALL, 100.0, None)
     assert [a[1] for a in judge.asked] == [2, 2, 4, 4]  # the candidate never ran: its probe could not say anything
     assert verdict.feasibility is Feasibility.UNKNOWN and verdict.constraint() == 1.0
     assert "accuracy unknown: the baseline probes reached only mAP50-95 0.0000" in verdict.reason
     assert "even at 4 epochs on 1 of the train set" in verdict.reason and "--probe-grow 20" in verdict.reason
     assert "give --weights" in verdict.reason
-    tuned = _judge(20.0, maps, weights="/w/best.pt").verdict(SMALL, 100.0, None)  # weights given: not suggested again
-    assert "--weights" not in tuned.reason and tuned.reason.endswith("; raise --probe-grow, --probe-epochs or --probe-fraction")
+    tuned = _judge(20.0, maps, run_epochs=1000, weights="/w/best.pt").verdict(SMALL, 100.0, None)  # weights given: not suggested again
+    assert "--weights" not in tuned.reason and tuned.reason.endswith("; raise --probe-grow, --probe-share, --probe-epochs or --probe-fraction")
     never = _judge(0.0, maps)  # --probe-grow 0: the budget as asked
     assert never.verdict(SMALL, 100.0, None).feasibility is Feasibility.UNKNOWN and len(never.asked) == 2
 
 
-def test_a_small_paired_loss_inside_the_allowed_is_kept_and_one_that_straddles_it_unknown():
+def test_the_share_cap_ends_the_ladder_before_the_time_cap_does():
+    maps = {(160, e): (0.0, 0.0) for e in (2, 4, 8)}
+    judge = _judge(1e9, maps, run_epochs=100, share=0.05)  # 5 epochs of the set per probe: 4 fits, 8 does not
+    verdict = judge.verdict(SMALL, 100.0, None)
+    assert max(a[1] * a[2] for a in judge.asked) <= 5  # no probe trained more than the share
+    assert [a[1] for a in judge.asked] == [2, 2, 4, 4]
+    assert "a larger budget would train more than 5% of your 100-epoch run (5 epochs of the train set)" in verdict.reason
+
+
+def test_a_decisive_loss_under_a_noisy_baseline_is_lost():
+    # Issue 43: the baseline's seeds differ by 0.05, over twice the allowed 0.02; the candidate, paired seed by seed,
+    # loses 0.30 and 0.28: the differences agree, so the interval lies far beyond the allowed loss.
+    maps = {(160, 2): (0.60, 0.55), (32, 2): (0.30, 0.27)}
+    judge = _judge(0.0, maps, max_loss="0.02")
+    verdict = judge.verdict(SMALL, 100.0, None)
+    assert verdict.feasibility is Feasibility.REJECTED and verdict.map_loss == pytest.approx(0.29)
+    assert verdict.map_loss - verdict.spread > 0.02 and verdict.reference_spread == pytest.approx(0.05)
+    assert len(judge.asked) == 4 and "beyond the allowed 0.0200" in verdict.reason
+
+
+def test_a_small_consistent_difference_is_kept():
     kept = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}).verdict(SMALL, 100.0, None)
     assert kept.feasibility is Feasibility.FEASIBLE and kept.map_loss == pytest.approx(0.0015)
     assert kept.constraint() <= 0 and "within the allowed 0.0100" in kept.reason
     text = accuracy_text(kept)
-    assert text.startswith("loss +0.00") and text.endswith(" +/-0.001 kept"), text  # the cell every trial line shows
-    straddles = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.295, 0.290)}).verdict(SMALL, 100.0, None)
-    assert straddles.feasibility is Feasibility.UNKNOWN and straddles.reason.startswith("accuracy unknown: mAP50-95")
-    assert straddles.reason.endswith("or give more --probe-seeds than 2")
-    three = _judge(0.0, {(160, 2): (0.3, 0.3, 0.3), (32, 2): (0.3, 0.3, 0.3)}, seeds=3)
-    assert three.verdict(SMALL, 100.0, None).feasibility is Feasibility.FEASIBLE and len(three.asked) == 6
+    assert text.startswith("loss +0.00") and text.endswith(" kept"), text  # the cell every trial line shows
+
+
+def test_a_straddle_doubles_the_seeds_first_then_grows_the_budget():
+    # Two seeds straddle (differences 0.0 and 0.012 against 0.01); four seeds decide at the same budget.
+    maps = {(160, 2): (0.30, 0.31, 0.30, 0.31, 0.3, 0.3, 0.3, 0.3), (32, 2): (0.30, 0.298, 0.299, 0.309, 0.3, 0.3, 0.3, 0.3)}
+    judge = _judge(0.0, maps)
+    verdict = judge.verdict(SMALL, 100.0, None)
+    assert sorted({a[3] for a in judge.asked}) == [0, 1, 2, 3] and {a[1] for a in judge.asked} == {2}
+    assert verdict.feasibility is Feasibility.FEASIBLE and "on 4 paired seeds" in verdict.reason
+    # At the most seeds still straddling: the next budget up the ladder, from two seeds again.
+    wide = {(160, 2): (0.30, 0.31) * 4, (32, 2): (0.30, 0.29) * 4, (160, 4): (0.40, 0.41), (32, 4): (0.399, 0.409)}
+    grown = _judge(0.0, wide)
+    verdict = grown.verdict(SMALL, 100.0, None)
+    assert [a for a in grown.asked if a[1] == 4] == [(160, 4, 1.0, 0), (160, 4, 1.0, 1), (32, 4, 1.0, 0), (32, 4, 1.0, 1)]
+    assert max(a[3] for a in grown.asked if a[1] == 2) == 7  # 2, 4, then 8 seeds at the first budget
+    assert verdict.feasibility is Feasibility.FEASIBLE and verdict.budget == ProbeBudget(4, 1.0)
+    assert "probe budget grown from 2 epochs on 1 of the train set to 4 epochs" in verdict.reason
+
+
+def test_a_straddle_stops_where_the_next_look_costs_more_than_the_speedup_saves():
+    maps = {(160, 2): (0.30, 0.31) * 4, (32, 2): (0.30, 0.29) * 4}
+    # 100 epochs x 100 images: 10,000 images, 50 s at the baseline's 200 images/s and 40 s at 250: 10 s saved.
+    # The first look (4 probes of 2 s) costs 8 s: it runs; the next (4 more, 8 s) ... and then 8 more (16 s) would not.
+    judge = _judge(0.0, maps, mode="probe")
+    verdict = judge.verdict(SMALL, 250.0, None, baseline_ips=200.0)
+    assert verdict.feasibility is Feasibility.UNKNOWN and verdict.constraint() == 1.0
+    assert max(a[3] for a in judge.asked) == 3  # two looks: 2, then 4 seeds; 8 would cost 16 s against 10 s saved
+    assert "would cost more than the decision is worth: it could save under a minute over your 100 epochs" in verdict.reason
+    assert verdict.saving_s == pytest.approx(10.0) and verdict.attrs()["saving_s"] == pytest.approx(10.0)
+    assert judge.notes and judge.notes[0].startswith("judging yolov5n 32px b8 amp=on freeze=0 at 2 epochs on 1 of the train set, 2 seeds: ")
+    slower = _judge(0.0, maps, mode="probe").verdict(SMALL, 150.0, None, baseline_ips=200.0)  # not faster: never probed
+    assert slower.feasibility is Feasibility.UNKNOWN and slower.map_loss is None
+    assert "accuracy unknown: not probed: the next look" in slower.reason and "saves nothing" in slower.reason
+    maps.update({(160, 4): (0.30, 0.31) * 4, (32, 4): (0.30, 0.29) * 4})  # straddling at every budget
+    every = _judge(0.0, maps, mode="all")  # --quality all: judged anyway, every look up to the share cap
+    assert every.verdict(SMALL, 150.0, None, baseline_ips=200.0).map_loss is not None
+    assert max(a[1] * a[2] for a in every.asked) == 4  # 8 epochs would pass 5% of the 100-epoch run
+
+
+def test_an_asked_budget_over_the_share_is_refused(demo_yaml):
+    from speedopt.data import load
+
+    ds = load(str(demo_yaml))
+    assert quality.make_policy("probe", "0.01", 5, 1.0, None, ds, run_epochs=100).share == 0.05
+    with pytest.raises(UsageError, match=r"a probe of 6 epochs on 1 of the train set trains more than 5% of your 100-epoch run"):
+        quality.make_policy("probe", "0.01", 6, 1.0, None, ds, run_epochs=100)
+    with pytest.raises(UsageError, match="--probe-share"):
+        quality.make_policy("probe", "0.01", 1, 1.0, None, ds, share=0.0)
