@@ -332,7 +332,7 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
 
     out.print(
         f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {_budget_text(result, policy)}, "
-        f"{policy.seeds} paired seeds: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
+        f"{policy.seeds} paired seeds at first: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
         f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} lost accuracy, "
         f"{result.unknown} unknown",
         highlight=False,
@@ -346,7 +346,7 @@ def _print_quality(out: Console, result: SearchOutcome) -> None:
     if not result.probed:
         return
     first = result.probed[0]
-    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} ({policy.seeds} seeds)", highlight=False)
+    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} (its probes on the first candidate's seeds)", highlight=False)
     for entry in result.probed:
         out.print(
             f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f} "

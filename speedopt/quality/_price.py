@@ -59,7 +59,8 @@ class Price:
         probes = f"{self.probes} probe{'' if self.probes == 1 else 's'}"
         if self.seconds is None:
             return f"{probes} of unknown cost"
-        return f"about {rough(self.seconds)} of probes ({probes}; estimate: {self.basis})"
+        about = "" if self.seconds < 60 else "about "
+        return f"{about}{rough(self.seconds)} of probes ({probes}; estimate: {self.basis})"
 
     def text(self) -> str:
         return f"{self.cost_text()}; {self.saving_text()}"
