@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speedopt.quality import Feasibility
+from speedopt.reporting._filename import write_inside
 from speedopt.reporting._gather import rows
 from speedopt.status import Status
 from speedopt.study import Finals
@@ -38,11 +39,13 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """``fig`` as the PNG ``path``, written as every report file is (:func:`write_inside`: never through a link)."""
     plt = _pyplot()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    try:
+        return write_inside(path, lambda handle: fig.savefig(handle, dpi=100, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def history(table: pd.DataFrame, path: Path) -> Path:

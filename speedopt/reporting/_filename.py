@@ -6,16 +6,23 @@ never becomes a path as it is: :func:`safe_name` maps it to one plain file name 
 change gets a short hash, so two studies never share files), and :func:`inside` refuses a path that
 resolves outside its folder (a symbolic link planted where a report goes). :func:`report_files`
 applies both, and checks the folder can be written before a report spends minutes timing anything.
+:func:`write_inside` writes every file of a report (markdown, CSV, figures) the same way: checked inside its
+folder, then written whole under a fresh temporary name and renamed over its own name, so a link planted
+there is replaced, never written through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import secrets
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from speedopt.errors import UsageError
 
@@ -38,12 +45,42 @@ def inside(folder: Path, name: str) -> Path:
     """``folder / name``, after checking that it resolves to an entry of ``folder`` itself (``name`` is one
     plain file name, and no symbolic link there leads elsewhere); UsageError otherwise."""
     path = folder / name
-    real, home = path.resolve(), folder.resolve()
+    try:
+        real, home = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError):  # a loop of links (RuntimeError before Python 3.13)
+        raise UsageError(f"refusing to write {path}: it is a loop of links; remove that link or pass another --out") from None
     if os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", "..") or real.parent != home:
         raise UsageError(
             f"refusing to write {path}: it resolves to {real}, outside {home}; remove that link or pass another --out"
         )
     return path
+
+
+def write_inside(path: Path, write: Callable[[IO[bytes]], object]) -> Path:
+    """Write ``path`` whole and never through a link: :func:`inside` its folder, ``write`` fills a fresh temporary
+    file there (``O_EXCL | O_NOFOLLOW``: nothing already at that name is opened), renamed over ``path``, so a link
+    planted at ``path`` is replaced and what it led to is left as it was. Returns ``path``."""
+    inside(path.parent, path.name)
+    temp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        with os.fdopen(os.open(temp, flags, 0o666), "wb") as handle:
+            write(handle)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    return path
+
+
+def _no_link_out(figures: Path) -> None:
+    """UsageError when a link in the figure folder leads out of it (a figure would be written there): said
+    before the report times anything, as for the markdown."""
+    with os.scandir(figures) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                inside(figures, entry.name)
 
 
 @dataclass(frozen=True)
@@ -85,4 +122,5 @@ def report_files(out_dir: Path, study_name: str) -> ReportFiles:
         raise UsageError(
             f"cannot write the report's figures in {figures}: {exc.strerror or exc}; pass --out to a folder you can write"
         ) from None
+    _no_link_out(figures)
     return files

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speedopt.knobs import knobs_text
+from speedopt.reporting._filename import write_inside
 from speedopt.study import TrialRecord, flat_attrs, records
 
 if TYPE_CHECKING:
@@ -60,8 +61,7 @@ def _cell(value: Any) -> Any:
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    """The trial table as CSV (written to a temporary name, then renamed: never half a file)."""
-    tmp = path.with_suffix(".csv.tmp")
-    frame.map(_cell).to_csv(tmp, index=False)
-    tmp.replace(path)
-    return path
+    """The trial table as CSV (written whole under a temporary name, then renamed over ``path``: never half a
+    file, never through a link planted there)."""
+    text = frame.map(_cell).to_csv(index=False)
+    return write_inside(path, lambda handle: handle.write(text.encode("utf-8", "surrogateescape")))

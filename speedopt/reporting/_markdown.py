@@ -23,7 +23,7 @@ from speedopt.reporting._accuracy import accuracy_section
 from speedopt.reporting._analysis import bottlenecks_section, importance_section, report_figures
 from speedopt.reporting._bill import bill_section
 from speedopt.reporting._ceilings import ceilings_section
-from speedopt.reporting._filename import report_files
+from speedopt.reporting._filename import report_files, write_inside
 from speedopt.reporting._full_run import projection_section, projections
 from speedopt.reporting._gather import trial_table, write_csv
 from speedopt.reporting._images import copies_section
@@ -90,7 +90,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
               f"the trial table is {files.csv.name}._")
     path = files.markdown
     text = "\n".join(md) + "\n"
-    path.write_text(text)
+    write_inside(path, lambda handle: handle.write(text.encode("utf-8", "surrogateescape")))
     csv = write_csv(table, files.csv)
     links = artifacts_mod.upload(study, artifacts, [fig for _, fig in figs]) if artifacts is not None else {}
     _save_note(study, text, path, links)
