@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,16 +95,24 @@ class TrialResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialResult:
         """Inverse of :meth:`to_dict`; keys it does not know are ignored (study attrs hold more), and a
-        record that names only status and config (another tool's study) reads with empty text fields."""
+        record that names only status and config (another tool's study) reads with empty text fields. A NaN or an
+        infinity (a damaged or hostile import) reads as not measured: None, or left out of a series."""
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {"message": "", "device": "", "engine": "", **{k: v for k, v in data.items() if k in known}}
+        values = {"message": "", "device": "", "engine": "", **{k: _finite(v) for k, v in data.items() if k in known}}
         values["status"] = Status(values["status"])
         values["config"] = Knobs.from_dict(data["config"])
         values["requested"] = Knobs.from_dict(data.get("requested") or data["config"])
         values["notes"] = tuple(values.get("notes", ()))
         values["network_blocked"] = tuple(values.get("network_blocked", ()))
-        values["step_s"] = tuple(values.get("step_s", ()))
-        values["warmup_s"] = tuple(values.get("warmup_s", ()))
+        values["step_s"] = tuple(v for v in values.get("step_s") or () if v is not None)
+        values["warmup_s"] = tuple(v for v in values.get("warmup_s") or () if v is not None)
         values["rank_images_per_s"] = tuple(values.get("rank_images_per_s", ()))
 
         return cls(**values)
+
+
+def _finite(value: Any) -> Any:
+    """A stored value with NaN and infinities read as None (in a list: each item)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return [_finite(v) for v in value] if isinstance(value, list | tuple) else value

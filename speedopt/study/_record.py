@@ -25,14 +25,14 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 
-def _feasibility(status: Status, stored: Any, verdict: Any = None) -> Feasibility:
+def _feasibility(result: TrialResult, stored: Any, verdict: Any = None) -> Feasibility:
     """The stored ``feasible`` attr (true, false, "unknown") as a Feasibility; a ``verdict`` of "unknown"
     (the probe budget could not tell signatures apart) is told apart from "unprobed" (studies since 28).
 
     A trial measured ok without a verdict (its process died between the two) counts as unprobed:
-    an unjudged config is never recommended.
+    an unjudged config is never recommended; one stored ok without a throughput (a NaN read as none) is not measured.
     """
-    if status is not Status.OK:
+    if not result.ok:
         return Feasibility.NOT_MEASURED
     if verdict == Feasibility.UNKNOWN.value and stored == "unknown":
         return Feasibility.UNKNOWN
@@ -117,7 +117,7 @@ class TrialRecord:
         return cls(
             number=trial.number,
             result=result,
-            feasibility=_feasibility(result.status, attrs.get(FEASIBLE), attrs.get("verdict")),
+            feasibility=_feasibility(result, attrs.get(FEASIBLE), attrs.get("verdict")),
             role=attrs.get(ROLE),
             source_trial=attrs.get(SOURCE_TRIAL),
             signature=attrs.get("signature"),

@@ -32,6 +32,7 @@ from speedopt.measure import Ceiling, LabelCaches
 from speedopt.study._ablation import Ablation
 from speedopt.study._bill import Bill
 from speedopt.study._finals import Finals
+from speedopt.study._finite import finite
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._rank import Ranking
 
@@ -153,7 +154,7 @@ def write_labels(study: optuna.Study, caches: LabelCaches) -> None:
 
 def read_ceilings(study: optuna.Study) -> dict[str, Ceiling]:
     """The ceilings the study holds, by ``kind|key`` (none before the first is measured)."""
-    stored = study.user_attrs.get(CEILINGS) or {}
+    stored = finite(study.user_attrs.get(CEILINGS) or {})
     return {name: Ceiling.from_dict(data) for name, data in stored.items()}
 
 
@@ -174,7 +175,7 @@ def write_ceilings_for(study: optuna.Study, baseline: int | None, recommended: i
 
 def read_ranking(study: optuna.Study) -> Ranking | None:
     """How the space was ranked by its ceilings (None before it was, or when it never is)."""
-    stored = study.user_attrs.get(RANKING)
+    stored = finite(study.user_attrs.get(RANKING))
     return None if stored is None else Ranking.from_dict(stored)
 
 
@@ -184,7 +185,7 @@ def write_ranking(study: optuna.Study, ranking: Ranking) -> None:
 
 def read_memory_fits(study: optuna.Study) -> dict[str, dict[str, Any]]:
     """The memory fits the study holds (``MemoryFit.to_dict`` by memory key; speedopt.search reads them)."""
-    return dict(study.user_attrs.get(MEMORY_FITS) or {})
+    return dict(finite(study.user_attrs.get(MEMORY_FITS) or {}))
 
 
 def write_memory_fits(study: optuna.Study, fits: Mapping[str, Mapping[str, Any]]) -> None:
@@ -193,7 +194,7 @@ def write_memory_fits(study: optuna.Study, fits: Mapping[str, Mapping[str, Any]]
 
 def read_bill(study: optuna.Study) -> Bill:
     """What the study's searches spent so far, by stage (empty before any)."""
-    return Bill.from_attr(study.user_attrs.get(BILL))
+    return Bill.from_attr(finite(study.user_attrs.get(BILL)))
 
 
 def add_to_bill(study: optuna.Study, seconds: dict[str, float]) -> Bill:
@@ -205,7 +206,7 @@ def add_to_bill(study: optuna.Study, seconds: dict[str, float]) -> Bill:
 
 def read_finals(study: optuna.Study) -> Finals | None:
     """The finals stored in the study (None before any)."""
-    stored = study.user_attrs.get(FINALS)
+    stored = finite(study.user_attrs.get(FINALS))
     return None if stored is None else Finals.from_attr(stored)
 
 
@@ -221,7 +222,7 @@ def set_aside_finals(study: optuna.Study, finals: Finals) -> None:
 
 def read_ablation(study: optuna.Study) -> Ablation | None:
     """The ablation stored in the study (None before any)."""
-    stored = study.user_attrs.get(ABLATION)
+    stored = finite(study.user_attrs.get(ABLATION))
     return None if stored is None else Ablation.from_attr(stored)
 
 
@@ -242,9 +243,9 @@ def write_stopped(study: optuna.Study, why: str | None) -> None:
 
 
 def read_val_time(study: optuna.Study, digest: str) -> dict[str, Any] | None:
-    """The validation pass timed for the inputs ``digest`` names (None: not timed yet)."""
-    stored = study.user_attrs.get(VAL_TIME + digest)
-    return None if stored is None else dict(stored)
+    """The validation pass timed for the inputs ``digest`` names (None: not timed yet, or stored without a number)."""
+    stored = finite(study.user_attrs.get(VAL_TIME + digest))
+    return dict(stored) if isinstance(stored, dict) and isinstance(stored.get("val_s"), int | float) else None
 
 
 def write_val_time(study: optuna.Study, digest: str, timed: Mapping[str, Any]) -> None:
@@ -297,7 +298,7 @@ def artifact_refusal(study: optuna.Study, trials: Iterable[FrozenTrial]) -> str 
 
 def read_verification(study: optuna.Study) -> dict[str, Any] | None:
     """The last verification (``Verification.to_dict``; speedopt.reporting reads it), None before any."""
-    stored = study.user_attrs.get(VERIFY)
+    stored = finite(study.user_attrs.get(VERIFY))
     return None if stored is None else dict(stored)
 
 
@@ -331,17 +332,19 @@ def verdict_attrs(verdict: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_measurement(trial: optuna.Trial, measured: Mapping[str, Any]) -> None:
     """Store a trial's measurement (a :meth:`TrialResult.to_dict`): :data:`SHOWN` keys, the rest in :data:`MEASUREMENT`."""
-    for key, value in measurement_attrs(measured).items():
+    for key, value in measurement_attrs(finite(measured)).items():
         trial.set_user_attr(key, value)
 
 
 def write_verdict(trial: optuna.Trial, verdict: Mapping[str, Any]) -> None:
     """Store a trial's accuracy verdict (a :meth:`Verdict.attrs`): :data:`SHOWN` keys, the rest in :data:`ACCURACY`."""
-    for key, value in verdict_attrs(verdict).items():
+    for key, value in verdict_attrs(finite(verdict)).items():
         trial.set_user_attr(key, value)
 
 
 def flat_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's attrs with :data:`MEASUREMENT` and :data:`ACCURACY` spread into one flat dict (the trial table's form)."""
+    """A trial's attrs with :data:`MEASUREMENT` and :data:`ACCURACY` spread into one flat dict (the trial table's form);
+    a stored NaN or infinity reads as None (:func:`~speedopt.study._finite.finite`)."""
+    attrs = finite(attrs)
     nested = {**(attrs.get(MEASUREMENT) or {}), **(attrs.get(ACCURACY) or {})}
     return {**nested, **{k: v for k, v in attrs.items() if k not in (MEASUREMENT, ACCURACY)}}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from speedopt.errors import UsageError
 from speedopt.quality import cache_entries, merge_cache
+from speedopt.study._finite import nonfinite_refusal
 from speedopt.study._schema import artifact_refusal, read_protocol
 from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, study_names, url_for
 
@@ -47,8 +48,8 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
     """Bring an exported study (and its probe cache) into a storage; returns (name, trials, cache added).
 
     The exported file is opened read-only: it must already be an Optuna storage, and is never changed. What it
-    holds is data from outside: a study storing an artifact id that is none (:func:`artifact_refusal`) is
-    refused before the target storage is opened.
+    holds is data from outside: a study storing an artifact id that is none (:func:`artifact_refusal`), or a NaN
+    or an infinity where a number belongs (:func:`nonfinite_refusal`), is refused before the target storage is opened.
     """
     import optuna
 
@@ -60,7 +61,8 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
         study = find_study(url, name or study_name, Need.READ_ONLY)
         source = study._storage
         entries = cache_entries(source, None)
-        why = artifact_refusal(study, study.get_trials(deepcopy=False))
+        trials = study.get_trials(deepcopy=False)
+        why = artifact_refusal(study, trials) or nonfinite_refusal(study, trials, entries)
     if why is not None:
         raise UsageError(
             f"refusing to import study {study.study_name!r}: {why}; nothing was imported: export the study again "
