@@ -7,7 +7,7 @@ so no two jobs on one host are measured at once, and the leases of what a killed
 (:func:`private_folder`, :func:`sweep`). Nothing here knows what a job measures.
 """
 
-from speedopt.isolation._hostlock import LOCK_ENV, check_lock, lock_path, measuring
+from speedopt.isolation._hostlock import LOCK_ENV, check_lock, lock_path, lock_use, measuring
 from speedopt.isolation._leftovers import (
     STATE_ENV,
     manifest_dir,
@@ -35,6 +35,7 @@ __all__ = [
     "measuring",
     "check_lock",
     "lock_path",
+    "lock_use",
     "LOCK_ENV",
     "private_folder",
     "remove_private_folder",

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from speedopt.isolation._private import open_private, owned_dir
@@ -36,6 +37,21 @@ from speedopt.isolation._process import alive
 LOCK_ENV = "SPEEDOPT_HOST_LOCK"
 _FIX = f"set {LOCK_ENV} to a lock file of yours"
 _held = threading.local()
+_used = threading.local()  # this thread's measurements under the lock, and its seconds waiting for it
+
+
+@dataclass(frozen=True)
+class LockUse:
+    """What one thread did with the host lock so far: the measurements it held it for, and the seconds it
+    waited for another process's (never part of a measurement: a search bills them apart)."""
+
+    held: int = 0
+    waited_s: float = 0.0
+
+
+def lock_use() -> LockUse:
+    """This thread's :class:`LockUse` since it started (a search compares two to tell what a stage measured)."""
+    return LockUse(getattr(_used, "held", 0), getattr(_used, "waited_s", 0.0))
 
 
 def lock_path() -> Path:
@@ -116,6 +132,8 @@ def measuring(owner: str, on_wait: Callable[[str], None] | None = None) -> Itera
             if on_wait:
                 on_wait(f"waiting for the host measurement lock {holder_text(fd)}: trials on one host never overlap")
             fcntl.flock(fd, fcntl.LOCK_EX)
+            _used.waited_s = getattr(_used, "waited_s", 0.0) + time.monotonic() - started
+        _used.held = getattr(_used, "held", 0) + 1
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "study": owner}).encode(), 0)
         _held.depth = 1

@@ -22,4 +22,5 @@ def bill_section(result: SearchOutcome, pb: Projection | None, pr: Projection | 
     total = bill.total_s or 1.0
     for stage, seconds in sorted(bill.seconds.items(), key=lambda item: -item[1]):
         lines.append(f"| {stage} | {seconds:.1f} s | {100 * seconds / total:.0f}% |")
-    return [*lines, f"| total | {bill.total_s:.1f} s | 100% |", ""]
+    waited = [bill.waited_text()[0].upper() + bill.waited_text()[1:] + ".", ""] if bill.waited_s >= 1.0 else []
+    return [*lines, f"| total | {bill.total_s:.1f} s | 100% |", "", *waited]

@@ -74,7 +74,7 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
         interrupts = Interrupts()
         clock = Clock()
         clock.bind(study)
-        clock.add("prepare", plan.prepare_s)
+        clock.add("prepare", plan.prepare_s, work=True)  # the copies this run made; the rest is billed once it measures
         view.start(plan, outcome(study), notes)
         try:
             started = time.monotonic()

@@ -3,7 +3,9 @@
 A user runs a search to save time, so its own time is part of the answer. Each process that works on a
 study adds the wall time it spent, stage by stage, to the study's user attr ``bill``
 (:func:`~speedopt.study._schema.write_bill`): a resumed search, or several workers, add up. Nested work
-counts once, in the innermost stage (a trial's quality probes are ``probes``, not ``trials``).
+counts once, in the innermost stage (a trial's quality probes are ``probes``, not ``trials``). Time spent waiting for
+the host lock while another process measured on this host is no stage's work: it is kept apart (``waited_s``, stored
+under :data:`WAITED`), shown on its own line, and left out of the total that the payback divides.
 """
 
 from __future__ import annotations
@@ -19,39 +21,51 @@ _WHAT = {
     "ceilings": "ceiling jobs of the stop rule", "finals": "the finals", "ablation": "the ablation",
     "ends": "the ends' ceilings and validation timing",
 }
+WAITED = "waited"  # the stored bill's key for the seconds spent waiting for the host lock
 
 
 @dataclass(frozen=True)
 class Bill:
-    """Wall seconds per stage (only stages that took time), summed over every run and worker of the study."""
+    """Wall seconds per stage (only stages that took time), summed over every run and worker of the study, and
+    apart from them the seconds spent waiting for the host lock."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    waited_s: float = 0.0
 
     @property
     def total_s(self) -> float:
         return sum(self.seconds.values())
 
-    def plus(self, other: dict[str, float]) -> Bill:
-        """This bill with ``other``'s seconds added stage by stage."""
+    def plus(self, other: dict[str, float], waited_s: float = 0.0) -> Bill:
+        """This bill with ``other``'s seconds added stage by stage, and ``waited_s`` to the wait."""
         merged = dict(self.seconds)
         for stage, s in other.items():
             merged[stage] = merged.get(stage, 0.0) + s
-        return Bill(merged)
+        return Bill(merged, self.waited_s + max(0.0, waited_s))
 
     def lines(self) -> list[str]:
         """One line per stage that took a second or more, largest first, each with its share."""
         total = self.total_s or 1.0
         order = sorted((s for s in self.seconds if self.seconds[s] >= 1.0), key=lambda s: -self.seconds[s])
-        return [f"{clock(self.seconds[s])} {s} ({_WHAT.get(s, s)}, {100 * self.seconds[s] / total:.0f}%)" for s in order]
+        lines = [f"{clock(self.seconds[s])} {s} ({_WHAT.get(s, s)}, {100 * self.seconds[s] / total:.0f}%)" for s in order]
+        return lines + ([self.waited_text()] if self.waited_s >= 1.0 else [])
+
+    def waited_text(self) -> str:
+        """The wait for the host lock, said apart from the stages."""
+        return (f"{clock(self.waited_s)} waiting for the host lock while another process measured on this host "
+                "(apart: no stage's work, not in the total)")
 
     def to_attr(self) -> dict[str, float]:
-        return {s: round(v, 3) for s, v in self.seconds.items()}
+        waited = {WAITED: round(self.waited_s, 3)} if self.waited_s > 0 else {}
+        return {**{s: round(v, 3) for s, v in self.seconds.items()}, **waited}
 
     @classmethod
     def from_attr(cls, data: Any) -> Bill:
         if not isinstance(data, dict):
             return cls()
-        return cls({str(k): float(v) for k, v in data.items() if isinstance(v, (int, float)) and v >= 0})
+        numbers = {str(k): float(v) for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0}
+        waited = numbers.pop(WAITED, 0.0)
+        return cls(numbers, waited)
 
 
 def clock(seconds: float) -> str:

@@ -197,9 +197,10 @@ def read_bill(study: optuna.Study) -> Bill:
     return Bill.from_attr(finite(study.user_attrs.get(BILL)))
 
 
-def add_to_bill(study: optuna.Study, seconds: dict[str, float]) -> Bill:
-    """Add this process's seconds per stage to the study's bill (read, add, write: workers add up)."""
-    bill = read_bill(study).plus(seconds)
+def add_to_bill(study: optuna.Study, seconds: dict[str, float], waited_s: float = 0.0) -> Bill:
+    """Add this process's seconds per stage, and its wait for the host lock, to the study's bill (read, add, write:
+    workers add up)."""
+    bill = read_bill(study).plus(seconds, waited_s)
     study.set_user_attr(BILL, bill.to_attr())
     return bill
 

@@ -108,3 +108,92 @@ def test_readers_of_a_study_holding_nan_measurements_never_crash_nor_print_nan(f
     shown = _strict_json(best.stdout)
     assert isinstance(shown, dict) and shown["trial"] in (0, 3)
     assert shown["images_per_s"] is not None and math.isfinite(shown["images_per_s"])
+
+
+# --- item 11: the bill -----------------------------------------------------------------------------------
+
+
+def _bare_study(url: str, name: str = "billed") -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(study_name=name, storage=url, direction="maximize")
+
+
+def test_a_run_that_measures_nothing_adds_nothing_to_the_bill(tmp_path: Path) -> None:
+    # Item 11: each rerun of a finished study added its warm worker's start (and its stages' bookkeeping) to the
+    # bill: 27 -> 31 -> 35 s, the payback growing with nothing measured.
+    from speedopt.isolation import measuring
+    from speedopt.search._clock import Clock
+    from speedopt.study import schema
+
+    study = _bare_study(f"sqlite:///{tmp_path / 'b.db'}")
+    for _ in range(2):  # two reruns: a warm worker started, every stage passed through, no job
+        clock = Clock()
+        clock.bind(study)
+        clock.add("start", 4.0)
+        for stage in ("labels", "trials", "finals", "ablation"):
+            with clock.stage(stage):  # type: ignore[arg-type]
+                pass
+        assert schema.read_bill(study).seconds == {}
+    clock = Clock()  # a run that measures: its start is billed with its work
+    clock.bind(study)
+    clock.add("start", 4.0)
+    with clock.stage("trials"), measuring("billed"):
+        pass
+    bill = schema.read_bill(study)
+    assert bill.seconds.get("start") == 4.0 and "trials" in bill.seconds and bill.waited_s == 0.0
+    assert schema.read_bill(study) == bill  # stored once, read back the same
+
+
+def test_time_waiting_for_the_host_lock_is_billed_apart_not_as_a_stage(tmp_path: Path) -> None:
+    # Item 11: a newcomer run's bill showed 1 min 49 s of "labels" that was mostly waiting for another search's lock.
+    import subprocess
+    import sys
+
+    from speedopt.isolation import lock_path, measuring
+    from speedopt.search._clock import Clock
+    from speedopt.study import payback, schema
+
+    hold = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(2.0)"
+    path = lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    study = _bare_study(f"sqlite:///{tmp_path / 'b.db'}")
+    clock = Clock()
+    clock.bind(study)
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with clock.stage("trials"), clock.stage("labels"), measuring("billed"):  # waits for the other process
+            pass
+    finally:
+        holder.wait(timeout=30)
+    bill = schema.read_bill(study)
+    assert bill.seconds.get("labels", 0.0) < 0.5 and bill.seconds.get("trials", 0.0) < 0.5, bill  # no stage's work
+    assert 1.0 <= bill.waited_s < 10.0, bill
+    assert bill.total_s < 1.0 and "took 0 s" in payback(bill, None, 100, "")  # not in the total the payback divides
+    assert "waiting for the host lock" in bill.lines()[-1]  # said, on its own line
+
+
+@pytest.mark.slow
+def test_rerunning_a_finished_study_leaves_its_bill_as_it_was(small_study, demo_yaml: Path, tmp_path: Path) -> None:
+    # Item 11, end to end: the rerun of a finished search (no trial, no finals round left) billed its warm worker's
+    # start and its stages' bookkeeping each time (27 -> 31 -> 35 s seen, the payback growing with nothing measured).
+    import shutil
+
+    from speedopt.study import find_study, schema
+    from tests.conftest import run_cli
+
+    work, shared, name = small_study
+    shutil.copy(shared.removeprefix("sqlite:///"), tmp_path / "copy.db")  # the shared study stays as it is
+    url = f"sqlite:///{tmp_path / 'copy.db'}"
+    before = schema.read_bill(find_study(url, name))
+    assert before.total_s > 0
+    same = (  # the shared study's own command (tests/conftest.py, small_study)
+        "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url, "--study", name,
+        "--baseline", "model=yolov5s imgsz=128 batch=4 workers=0", "--fix", "imgsz=96", "--fix", "model=yolov5n",
+        "--fix", "freeze=0", "--steps", "3", "--max-steps", "3", "--warmup", "1", "--device", "cpu",
+        "--no-stop-at-ceiling", "--quality", "off", "--finalists", "1", "--repeats", "2", "--no-ablation", "--no-report",
+    )
+    for _ in range(2):
+        done = run_cli(*same, cwd=work)
+        assert done.returncode == 0, done.stderr
+        assert schema.read_bill(find_study(url, name)) == before, done.stdout

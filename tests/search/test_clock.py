@@ -7,6 +7,7 @@ import time
 import optuna
 import pytest
 
+from speedopt.isolation import measuring
 from speedopt.search._clock import Clock
 from speedopt.study import schema
 
@@ -17,7 +18,7 @@ def test_a_nested_stage_counts_once_and_the_outer_stage_adds_the_run_to_the_stud
     clock.bind(study)
     with clock.stage("trials"):
         time.sleep(0.05)
-        with clock.stage("probes"):
+        with clock.stage("probes"), measuring("clock"):  # a run that measures (one that does not: tests/faults)
             time.sleep(0.1)
         assert "bill" not in study.user_attrs  # written when the outermost stage ends
     bill = schema.read_bill(study)
@@ -26,7 +27,7 @@ def test_a_nested_stage_counts_once_and_the_outer_stage_adds_the_run_to_the_stud
     clock.add("prepare", 2.0)
     again = Clock()
     again.bind(study)  # a resumed search, or another worker: its seconds add to the study's
-    with again.stage("trials"):
+    with again.stage("trials"), measuring("clock"):
         time.sleep(0.02)
     bill = schema.read_bill(study)
     assert bill.seconds["prepare"] == 2.0 and bill.seconds["trials"] > 0.06
