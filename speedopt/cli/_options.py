@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 from typing import NoReturn
 
 from speedopt import defaults, engines
 from speedopt.engines import NAMES, EngineName
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, Knobs, parse_amp, parse_channels_last, parse_compile
+from speedopt.knobs import (
+    CACHE_MODES,
+    MAX_BATCH,
+    MAX_FREEZE,
+    MAX_IMGSZ,
+    Knobs,
+    max_workers,
+    parse_amp,
+    parse_channels_last,
+    parse_compile,
+    shown,
+)
 from speedopt.measure import TrialOptions
 
 
@@ -19,29 +32,76 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def integer(text: str) -> int:
-    """An integer argument, with a one-line message when it is not one."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+#: Sane maxima of the command line's numbers: far above any real run, low enough that a typo (10**9 seeds, 10**12
+#: epochs) cannot make speedopt enumerate, allocate or wait without bound. Each option states its own range.
+MAX_SECONDS = 366 * 86400.0  # a year: any timeout or time budget
+MAX_STEPS = 100_000  # measured or warm-up batches of one trial
+MAX_EPOCHS = 100_000  # epochs of a run, a probe or a verify run
+MAX_TRIALS = 100_000  # trials of one study
+MAX_ROUNDS = 1_000  # finalists, finals rounds
+MAX_SEED = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
+MAX_PROBE_SEEDS = 64  # seeds a signature is first probed with (each one trains a probe)
+MAX_RAM_GIB = 2.0**20  # a pebibyte
+MAX_JOBS = 4096  # worker processes of prepare
 
 
-def fraction(text: str) -> float:
-    """A fraction: ``0.05`` or ``5%``."""
-    try:
-        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or 5%, got {text!r}") from None
+def _out_of_range(what: str, low: float, high: float, text: str, low_open: bool = False, high_open: bool = False,
+                  example: str = "") -> str:
+    """'must be <what> at least LOW and at most HIGH<example>, got TEXT': the range and the value, cut short."""
+    above = f"above {_bound(low)}" if low_open else f"at least {_bound(low)}"
+    below = f"below {_bound(high)}" if high_open else f"at most {_bound(high)}"
+    return f"must be {what} {above} and {below}{example}, got {shown(text)}"
 
 
-def seconds(text: str) -> float:
+def _bound(value: float) -> str:
+    """A range's end as written: a whole number in full (31622400, not 3.16224e+07)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
-    """A number of seconds."""
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+
+def integer(low: int = 0, high: int = MAX_TRIALS) -> Callable[[str], int]:
+    """An argparse type: an integer in [``low``, ``high``], else one line naming the range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # also a string of more digits than Python converts
+            raise argparse.ArgumentTypeError(_out_of_range("an integer", low, high, text)) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(_out_of_range("an integer", low, high, text))
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some messages
+    return parse
+
+
+def real(low: float, high: float, what: str = "a number", low_open: bool = False, high_open: bool = False,
+         percent: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number between ``low`` and ``high`` (``*_open``: that end excluded); with
+    ``percent``, ``5%`` reads as 0.05. nan and inf are refused: nan compares false with every bound."""
+
+    def parse(text: str) -> float:
+        example = " (such as 0.05 or 5%)" if percent else ""
+        try:
+            value = float(text[:-1]) / 100 if percent and text.endswith("%") else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(_out_of_range(what, low, high, text, low_open, high_open, example)) from None
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (math.isfinite(value) and above and below):
+            raise argparse.ArgumentTypeError(_out_of_range(what, low, high, text, low_open, high_open, example))
+        return value
+
+    parse.__name__ = "real"
+    return parse
+
+
+def fraction(low_open: bool = False, high_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a fraction in [0, 1] (``*_open``: that end excluded), as ``0.05`` or ``5%``."""
+    return real(0.0, 1.0, "a fraction", low_open, high_open, percent=True)
+
+
+#: An argparse type: a positive number of seconds, at most a year.
+seconds = real(0.0, MAX_SECONDS, "a finite number of seconds", low_open=True)
 
 
 def add_storage(parser: argparse.ArgumentParser, required: bool = False, what: str = "Optuna storage URL") -> None:
@@ -80,9 +140,9 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
     """--data and one config's knobs, each defaulting to the trainer's own default."""
     parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
     parser.add_argument("--model", default="yolov5s", help="yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml")
-    parser.add_argument("--imgsz", type=integer, default=640, help="train image size, multiple of 32 (default 640)")
-    parser.add_argument("--batch", type=integer, default=16, help="batch size (default 16)")
-    parser.add_argument("--workers", type=integer, default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
+    parser.add_argument("--imgsz", type=integer(1, MAX_IMGSZ), default=640, help="train image size, multiple of 32 (default 640)")
+    parser.add_argument("--batch", type=integer(1, MAX_BATCH), default=16, help="batch size (default 16)")
+    parser.add_argument("--workers", type=integer(0, max_workers()), default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
     parser.add_argument("--cache", default="none", choices=CACHE_MODES, help="image cache (default none)")
     parser.add_argument(
         "--amp", default=None, choices=("on", "off", "fp16", "fp32", "bf16"),
@@ -97,7 +157,7 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
         "--channels-last", default="default", choices=("default", "on", "off"),
         help="the model's memory format on CUDA (Ultralytics only); default: the trainer's choice (on for CUDA)",
     )
-    parser.add_argument("--freeze", type=integer, default=0, help="freeze the first N layers (default 0)")
+    parser.add_argument("--freeze", type=integer(0, MAX_FREEZE), default=0, help="freeze the first N layers (default 0)")
 
 
 def knobs_of(args: argparse.Namespace) -> Knobs:
@@ -112,16 +172,16 @@ def knobs_of(args: argparse.Namespace) -> Knobs:
 def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
     """--steps, --warmup, --device, the per-trial timeout and --ram-limit."""
     parser.add_argument(
-        "--steps", type=integer, default=defaults.STEPS,
+        "--steps", type=integer(1, MAX_STEPS), default=defaults.STEPS,
         help=f"measured batches per trial, at least (default {defaults.STEPS}): the window grows until the 90%% "
         "confidence interval of the mean step time is within +/-5%%, or --max-steps",
     )
     parser.add_argument(
-        "--max-steps", type=integer, default=None,
+        "--max-steps", type=integer(1, MAX_STEPS), default=None,
         help=f"the most measured batches per trial (default {defaults.MAX_STEPS_FACTOR} x --steps)",
     )
     parser.add_argument(
-        "--warmup", type=integer, default=defaults.WARMUP,
+        "--warmup", type=integer(0, MAX_STEPS), default=defaults.WARMUP,
         help=f"warm-up batches, not measured (default {defaults.WARMUP}); with dataloader workers, warm-up also "
         "lasts until the batches they prefetched while the model was built are consumed",
     )
@@ -135,7 +195,7 @@ def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:
         help=f"seconds before one trial is killed (default {defaults.TRIAL_TIMEOUT_S:g})",
     )
     parser.add_argument(
-        "--ram-limit", type=float, default=None, metavar="GIB",
+        "--ram-limit", type=real(0.0, MAX_RAM_GIB, "a finite number of GiB", low_open=True), default=None, metavar="GIB",
         help="RAM (GiB) that cache=ram may assume is available (default: what is free now)",
     )
     add_engine(parser)

@@ -22,7 +22,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_storage(parser)
     parser.add_argument("--study", help="print the address of this study's page (it must exist in the storage)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=integer, default=8080, help="port (default 8080)")
+    parser.add_argument("--port", type=integer(1, 65535), default=8080, help="port (default 8080)")
     parser.set_defaults(run=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from speedopt import data
-from speedopt.cli._options import integer
+from speedopt.cli._options import MAX_SEED, integer
 
 NAME = "demo-data"
 
@@ -25,10 +25,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"{data.PHOTOS.train} train / {data.PHOTOS.val} val unless given: decoding them at full size every epoch, only to "
         "shrink them to imgsz, is the case a pre-resized copy (speedopt prepare, search --prepare) fixes",
     )
-    parser.add_argument("--train", type=integer, default=None, help="train images (default 256)")
-    parser.add_argument("--val", type=integer, default=None, help="val images (default 64)")
+    parser.add_argument("--train", type=integer(1, 10**6), default=None, help="train images (default 256)")
+    parser.add_argument("--val", type=integer(1, 10**6), default=None, help="val images (default 64)")
     parser.add_argument("--size", default=None, help="image size WxH (default 640x480)")
-    parser.add_argument("--seed", type=integer, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=integer(0, MAX_SEED), default=0, help="random seed (default 0)")
     parser.add_argument(
         "--format", default="jpg", choices=data.FORMATS,
         help="image format (default jpg); png decodes slowly, like large lossless camera images: a data-bound set",

@@ -10,7 +10,7 @@ from rich.console import Console
 from speedopt import doctor
 from speedopt.cli._options import integer, seconds
 from speedopt.engines import NAMES
-from speedopt.knobs import Knobs, validate
+from speedopt.knobs import MAX_BATCH, MAX_IMGSZ, Knobs, max_workers, validate
 
 NAME = "doctor"
 EXIT = """exit status: 0 when no check failed (warnings included), 1 when one failed (a run would crash, or train
@@ -35,9 +35,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--data", default=None, help="the dataset's data.yaml (YOLO format): adds the dataset checks")
     parser.add_argument("--device", default=None, help="cpu, a GPU index such as 0, or 0,1 (default: the trainers' default)")
     parser.add_argument("--engine", default="ultralytics", choices=NAMES, help="trainer whose loggers and loader to check")
-    parser.add_argument("--workers", type=integer, default=8, help="dataloader workers of your run (default 8)")
-    parser.add_argument("--batch", type=integer, default=16, help="batch size of your run (default 16)")
-    parser.add_argument("--imgsz", type=integer, default=640, help="image size of your run (default 640)")
+    parser.add_argument("--workers", type=integer(0, max_workers()), default=8, help="dataloader workers of your run (default 8)")
+    parser.add_argument("--batch", type=integer(1, MAX_BATCH), default=16, help="batch size of your run (default 16)")
+    parser.add_argument("--imgsz", type=integer(1, MAX_IMGSZ), default=640, help="image size of your run (default 640)")
     parser.add_argument("--read-seconds", type=seconds, default=3.0, metavar="S", help="time for the read test (default 3)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of lines")
     parser.set_defaults(run=run)

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, get_args
 
 from speedopt import data
-from speedopt.cli._options import integer
+from speedopt.cli._options import MAX_JOBS, integer
+from speedopt.knobs import MAX_IMGSZ
 
 NAME = "prepare"
 _SHOWN_CORRUPT = 3  # corrupt images named in the summary line
@@ -31,17 +32,17 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "default --out by itself and measures it with the `data` knob (data=resized).",
     )
     parser.add_argument("--data", required=True, metavar="YAML", help="the dataset's data.yaml")
-    parser.add_argument("--imgsz", required=True, type=integer, metavar="N", help="long side in pixels, a multiple of 32 (use your training --imgsz)")
+    parser.add_argument("--imgsz", required=True, type=integer(1, MAX_IMGSZ), metavar="N", help="long side in pixels, a multiple of 32 (use your training --imgsz)")
     parser.add_argument(
         "--format", default="jpg", choices=get_args(data.PrepareFormat),
         help="jpg (default; JPEG at --quality), png (lossless), npy (lossless png + decoded .npy arrays: fastest to read, largest)",
     )
-    parser.add_argument("--quality", type=integer, default=100, metavar="Q", help="JPEG quality 1-100 for --format jpg (default 100)")
+    parser.add_argument("--quality", type=integer(1, 100), default=100, metavar="Q", help="JPEG quality 1-100 for --format jpg (default 100)")
     parser.add_argument(
         "--out", default=None, metavar="DIR",
         help="where to write the copy (default: ./prepared/<dataset>-<hash>/<imgsz>-<format>, where a search looks for it)",
     )
-    parser.add_argument("--jobs", type=integer, default=None, metavar="J", help="worker processes, at most one per CPU core and per image (default: one per CPU core)")
+    parser.add_argument("--jobs", type=integer(1, MAX_JOBS), default=None, metavar="J", help="worker processes, at most one per CPU core and per image (default: one per CPU core)")
     parser.set_defaults(run=run)
 
 

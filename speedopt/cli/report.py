@@ -10,7 +10,7 @@ import yaml
 
 import speedopt
 from speedopt import defaults
-from speedopt.cli._options import add_storage, add_study, integer, quiet_optuna
+from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, integer, quiet_optuna
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,14 +25,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_storage(report)
     add_study(report)
     report.add_argument("--out", default=defaults.REPORTS_DIR, help=f"output folder (default {defaults.REPORTS_DIR}/)")
-    report.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of the full run to project (default {defaults.EPOCHS}, the trainer's)")
+    report.add_argument("--epochs", type=integer(1, MAX_EPOCHS), default=defaults.EPOCHS, help=f"epochs of the full run to project (default {defaults.EPOCHS}, the trainer's)")
     report.set_defaults(run=run_report)
 
     best = sub.add_parser("best", help="print only the recommended config, for scripts")
     add_storage(best)
     add_study(best)
     best.add_argument("--format", default="cli", choices=("cli", "python", "json", "yaml"), help="output form (default cli)")
-    best.add_argument("--epochs", type=integer, default=None, help="add epochs=E to the command")
+    best.add_argument("--epochs", type=integer(1, MAX_EPOCHS), default=None, help="add epochs=E to the command")
     best.set_defaults(run=run_best)
 
 

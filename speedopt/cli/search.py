@@ -11,11 +11,27 @@ from rich.console import Console
 
 import speedopt
 from speedopt import defaults
-from speedopt.cli._options import add_measurement, add_storage, add_study, fraction, integer, quiet_optuna, seconds
+from speedopt.cli._options import (
+    MAX_EPOCHS,
+    MAX_PROBE_SEEDS,
+    MAX_ROUNDS,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_TRIALS,
+    add_measurement,
+    add_storage,
+    add_study,
+    fraction,
+    integer,
+    quiet_optuna,
+    real,
+    seconds,
+)
 from speedopt.cli._progress import view_for
 from speedopt.data import PrepareFormat
+from speedopt.errors import UsageError
 from speedopt.knobs import knobs_text
-from speedopt.quality import Policy, QualityMode, signature_text, unchecked_knobs, unchecked_text
+from speedopt.quality import Policy, QualityMode, parse_max_loss, signature_text, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
 from speedopt.study import SearchOutcome
@@ -67,7 +83,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
-    parser.add_argument("--trials", type=integer, default=defaults.TRIALS, help=f"trials the study runs, baseline included (default {defaults.TRIALS}): a trial pruned part-way counts "
+    parser.add_argument("--trials", type=integer(1, MAX_TRIALS), default=defaults.TRIALS, help=f"trials the study runs, baseline included (default {defaults.TRIALS}): a trial pruned part-way counts "
                         "(it ran the trainer); a config skipped before it ran (measured before, or bounded below the best) does not")
     parser.add_argument("--timeout", type=seconds, default=None, help="stop starting new trials after this many seconds")
     add_storage(parser)
@@ -75,13 +91,13 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains")
     parser.add_argument("--fix", action="append", default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
     parser.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
-    parser.add_argument("--seed", type=integer, default=defaults.SEED, help="sampler seed (default 0)")
+    parser.add_argument("--seed", type=integer(0, MAX_SEED), default=defaults.SEED, help="sampler seed (default 0)")
     add_measurement(parser, "--trial-timeout")
     finals = parser.add_argument_group("finals (claims that survive the noise)", FINALS)
-    finals.add_argument("--finalists", type=integer, default=defaults.FINALISTS, metavar="K", help=f"feasible configs re-measured against the baseline (default {defaults.FINALISTS})")
-    finals.add_argument("--repeats", type=integer, default=defaults.REPEATS, metavar="R", help=f"interleaved rounds of the finals (default {defaults.REPEATS}; 0: no finals, no speedup claimed)")
+    finals.add_argument("--finalists", type=integer(1, MAX_ROUNDS), default=defaults.FINALISTS, metavar="K", help=f"feasible configs re-measured against the baseline (default {defaults.FINALISTS})")
+    finals.add_argument("--repeats", type=integer(0, MAX_ROUNDS), default=defaults.REPEATS, metavar="R", help=f"interleaved rounds of the finals (default {defaults.REPEATS}; 0: no finals, no speedup claimed)")
     finals.add_argument(
-        "--min-gain", type=fraction, default=defaults.MIN_GAIN, metavar="G",
+        "--min-gain", type=fraction(high_open=True), default=defaults.MIN_GAIN, metavar="G",
         help=f"a speedup is claimed only when every round shows at least this gain: 0.05 or 5%% (default {100 * defaults.MIN_GAIN:.0f}%%)",
     )
     finals.add_argument(
@@ -90,7 +106,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "time (the change that gains most first), measured in the same interleaved rounds, says which change bought what",
     )
     quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
-    quality.add_argument("--max-map-loss", default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
+    quality.add_argument("--max-map-loss", type=_max_loss, default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
     quality.add_argument(
         "--quality", default="probe", choices=get_args(QualityMode),
         help="probe (default): probe a signature only when its speed could make it the best feasible trial; "
@@ -98,23 +114,23 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "off: keep accuracy knobs at the baseline, no probes",
     )
 
-    quality.add_argument("--probe-epochs", type=integer, default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
-    quality.add_argument("--probe-fraction", type=float, default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
+    quality.add_argument("--probe-epochs", type=integer(1, MAX_EPOCHS), default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
+    quality.add_argument("--probe-fraction", type=fraction(low_open=True), default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
     quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
     quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
     quality.add_argument(
-        "--probe-seeds", type=integer, default=defaults.PROBE_SEEDS, metavar="N",
+        "--probe-seeds", type=integer(2, MAX_PROBE_SEEDS), default=defaults.PROBE_SEEDS, metavar="N",
         help=f"seeds a signature is first probed with, the candidate's paired with the baseline's (same data order); a look "
         f"that straddles the allowed loss doubles them up to {defaults.PROBE_MAX_SEEDS} (default {defaults.PROBE_SEEDS}, at least 2)",
     )
     quality.add_argument(
-        "--probe-grow", type=float, default=defaults.PROBE_GROW_S, metavar="SECONDS",
+        "--probe-grow", type=real(0.0, MAX_SECONDS, "a finite number of seconds"), default=defaults.PROBE_GROW_S, metavar="SECONDS",
         help="when the baseline's probes learned too little (mAP50-95 under 0.05), grow the budget (epochs, then "
         "fraction) and probe it again, while its probes stay within this many seconds "
         f"(default {defaults.PROBE_GROW_S:g}; 0: never grow)",
     )
     quality.add_argument(
-        "--probe-share", type=fraction, default=defaults.PROBE_SHARE, metavar="S",
+        "--probe-share", type=fraction(low_open=True), default=defaults.PROBE_SHARE, metavar="S",
         help="the most one probe may train, as a share of your run (--epochs x train images): the budget never grows "
         f"past it (default {100 * defaults.PROBE_SHARE:g}%%)",
     )
@@ -134,6 +150,15 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker.set_defaults(run=resumable(run_worker))
 
 
+def _max_loss(text: str) -> str:
+    """An argparse type: ``--max-map-loss`` as the quality policy reads it (0.01 or 2%), refused at parse time."""
+    try:
+        parse_max_loss(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--max-map-loss ")) from None
+    return text
+
+
 def _add_extras(parser: argparse.ArgumentParser) -> None:
     """Where a search starts from and what it does at its end: warm start, prepared copies, report, verify, ceilings."""
     parser.add_argument(
@@ -149,16 +174,16 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
         "jpg (quality 100) is smaller and can change accuracy, so it is probed. Without --prepare, copies "
         "already made are found and used",
     )
-    parser.add_argument("--epochs", type=integer, default=defaults.EPOCHS, help=f"epochs of your full run: the report's projection, and what quality probes are priced against (default {defaults.EPOCHS})")
+    parser.add_argument("--epochs", type=integer(1, MAX_EPOCHS), default=defaults.EPOCHS, help=f"epochs of your full run: the report's projection, and what quality probes are priced against (default {defaults.EPOCHS})")
     parser.add_argument("--no-report", action="store_true", help="skip writing reports/<study>.md at the end, and the jobs only the report reads (the baseline's and the recommendation's ceilings and timed validation passes)")
     parser.add_argument(
         "--verify", action="store_true",
         help="at the end, run the recommended command for real for --verify-epochs epochs (speedopt verify) and "
         "compare its epoch time with the prediction; the report gets a Verified section",
     )
-    parser.add_argument("--verify-epochs", type=integer, default=2, metavar="E", help="epochs of that run (default 2)")
+    parser.add_argument("--verify-epochs", type=integer(1, MAX_EPOCHS), default=2, metavar="E", help="epochs of that run (default 2)")
     parser.add_argument(
-        "--prune-margin", type=fraction, default=defaults.PRUNE_MARGIN, metavar="M",
+        "--prune-margin", type=fraction(high_open=True), default=defaults.PRUNE_MARGIN, metavar="M",
         help="stop a trial part-way (Optuna pruning) once, after at least half its --steps, its running images/s is below "
         f"(1 - M) x the best feasible trial's (default {100 * defaults.PRUNE_MARGIN:.0f}%%: wider than this machine's noise); 0: never",
     )
@@ -175,7 +200,7 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
     )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument(
-        "--stop-at-ceiling", type=fraction, default=defaults.STOP_AT_CEILING, metavar="SHARE",
+        "--stop-at-ceiling", type=fraction(), default=defaults.STOP_AT_CEILING, metavar="SHARE",
         help="stop sampling once the best config reaches this share of min(data ceiling, compute ceiling): 0.95 or 95%% "
         f"(default {100 * defaults.STOP_AT_CEILING:.0f}%%); nothing is left to gain from these knobs there (see `speedopt ceilings`)",
     )

@@ -13,6 +13,7 @@ from rich.console import Console
 import speedopt
 from speedopt.cli._options import add_knobs, add_measurement, integer, knobs_of, trial_options
 from speedopt.cli._render import trial_table
+from speedopt.knobs import MAX_GPUS
 from speedopt.measure import TrialProgress
 
 NAME = "trial"
@@ -33,7 +34,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_knobs(parser)
     parser.add_argument(
-        "--gpus", type=integer, default=1,
+        "--gpus", type=integer(1, MAX_GPUS), default=1,
         help="DDP processes under torch.distributed.run, on the first N GPUs of --device (default 1); --batch is the "
         "total across them, as in both trainers",
     )

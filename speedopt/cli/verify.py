@@ -6,18 +6,11 @@ import argparse
 import sys
 
 import speedopt
-from speedopt.cli._options import add_storage, add_study, integer, quiet_optuna, seconds
+from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, fraction, integer, quiet_optuna, seconds
 
 NAME = "verify"
 EXIT = """exit status: 0 when the run ended ok, 1 when it ended oom, timeout or error (the status and
 message say why), 2 for bad input (no such study, no recommendation yet, a bad option)."""
-
-
-def _fraction(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.1, got {text!r}") from None
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,9 +28,9 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_storage(parser)
     add_study(parser)
-    parser.add_argument("--epochs", type=integer, default=1, help="epochs to train (default 1; the median epoch is compared)")
+    parser.add_argument("--epochs", type=integer(1, MAX_EPOCHS), default=1, help="epochs to train (default 1; the median epoch is compared)")
     parser.add_argument(
-        "--fraction", type=_fraction, default=None, metavar="F",
+        "--fraction", type=fraction(low_open=True), default=None, metavar="F",
         help="train on the leading fraction F of the train set, in (0, 1] (default: all of it)",
     )
     parser.add_argument(

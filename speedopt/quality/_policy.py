@@ -103,6 +103,12 @@ class MaxLoss:
         return f"{self.value * 100:g}%" if self.relative else f"{self.value:g}"
 
 
+#: Sane maxima of the probe options (the CLI refuses more at parse time; the Python API here).
+MOST_PROBE_EPOCHS = 100_000
+MOST_PROBE_SEEDS = 64
+MOST_GROW_S = 366 * 86400.0
+
+
 def parse_max_loss(text: str) -> MaxLoss:
     """``0.01`` (absolute mAP50-95) or ``2%`` (relative to the baseline's)."""
     raw = text.strip()
@@ -111,8 +117,8 @@ def parse_max_loss(text: str) -> MaxLoss:
         value = float(raw.removesuffix("%"))
     except ValueError:
         raise UsageError(f"--max-map-loss must be a number like 0.01 or a percentage like 2%, got {text!r}") from None
-    if value < 0 or value != value:
-        raise UsageError(f"--max-map-loss must not be negative, got {text!r}")
+    if not 0 <= value <= (100 if relative else 1):  # nan compares false: refused too, as inf and 1e308 are
+        raise UsageError(f"--max-map-loss must be a loss in [0, 1] or a percentage in [0%, 100%], got {text!r}")
     return MaxLoss(value / 100 if relative else value, relative)
 
 
@@ -207,15 +213,15 @@ def make_policy(
     parse_max_loss(max_loss)
     if mode == "off":
         return Policy(mode="off", max_loss=max_loss)
-    if epochs < 1:
-        raise UsageError(f"--probe-epochs must be at least 1, got {epochs}")
+    if not 1 <= epochs <= MOST_PROBE_EPOCHS:
+        raise UsageError(f"--probe-epochs must be an integer in [1, {MOST_PROBE_EPOCHS}], got {epochs}")
     if not 0 < fraction <= 1:
         raise UsageError(f"--probe-fraction must be in (0, 1], got {fraction}")
     positive(timeout_s, "--probe-timeout", "seconds")
-    if seeds < 2:
-        raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds), got {seeds}")
-    if not grow_s >= 0:
-        raise UsageError(f"--probe-grow must be 0 or more seconds, got {grow_s}")
+    if not 2 <= seeds <= MOST_PROBE_SEEDS:  # a probe per seed: 10**9 seeds once grew the plan to 22 GB
+        raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds) and at most {MOST_PROBE_SEEDS}, got {seeds}")
+    if not 0 <= grow_s <= MOST_GROW_S:
+        raise UsageError(f"--probe-grow must be 0 to {MOST_GROW_S:.0f} seconds, got {grow_s}")
     if not 0 < share <= 1:
         raise UsageError(f"--probe-share must be a share of the run in (0, 1], like 0.05 or 5%, got {share:g}")
     if not ProbeBudget(epochs, fraction).within(share, run_epochs):

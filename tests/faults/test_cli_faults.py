@@ -1,0 +1,98 @@
+"""Faults of the command line itself (issue 44, items 6, 8, 12, 13 and its loose ends): absurd numbers, SIGTERM,
+unknown modes, names from storage that would drive a terminal, and OS errors that lost their path."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from speedopt.cli import build_parser
+from tests.conftest import run_cli
+from tests.faults.conftest import one_line_error
+
+# -- item 6: every numeric option of every command has sane bounds -------------------------------------------
+
+#: Values no option may take: far too large, negative, not a number, infinite, beyond a float.
+ABSURD = ("1" + "0" * 12, "1" + "0" * 40, "-1000000000", "nan", "inf", "-inf", "1e309", "nan%", "1e400%")
+
+
+def _numeric_options() -> list[tuple[str, str, argparse.Action]]:
+    """(command, flag, action) of every option, of every command the CLI builds, whose type reads a number: one
+    that takes a plain number (1, 2, 0.5, ...) and refuses a word. Walked from the parsers, so a new option is checked without a new test."""
+    found = []
+    root = build_parser()
+    commands = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    for command, parser in commands.choices.items():
+        for action in parser._actions:
+            if not action.option_strings or not callable(action.type):
+                continue
+            parse = action.type
+            reads_number = False
+            for text in ("1", "2", "8", "100", "0.5", "0.05"):
+                try:
+                    parse(text)
+                    reads_number = True
+                except (argparse.ArgumentTypeError, ValueError, TypeError):
+                    pass
+            try:
+                parse("word")
+            except (argparse.ArgumentTypeError, ValueError, TypeError):
+                refuses_word = True
+            else:
+                refuses_word = False
+            if reads_number and refuses_word:
+                found.append((command, action.option_strings[-1], action))
+    return found
+
+
+NUMERIC = _numeric_options()
+
+
+def test_the_walk_finds_the_numeric_options_of_every_command() -> None:
+    flags = {(command, flag) for command, flag, _ in NUMERIC}
+    assert len(flags) >= 50, sorted(flags)  # the walk itself works: 50+ options today
+    for expected in [("search", "--probe-seeds"), ("search", "--probe-epochs"), ("search", "--probe-share"),
+                     ("search", "--epochs"), ("search", "--max-map-loss"), ("trial", "--timeout"), ("verify", "--fraction"),
+                     ("dashboard", "--port"), ("prepare", "--jobs"), ("demo-data", "--train"), ("doctor", "--read-seconds")]:
+        assert expected in flags, expected
+
+
+@pytest.mark.parametrize(("command", "flag"), sorted({(c, f) for c, f, _ in NUMERIC}))
+def test_an_absurd_number_is_refused_at_parse_time_in_one_line(command: str, flag: str) -> None:
+    # Issue 44 item 6: --probe-seeds 10**9 was accepted, and the plan's tuple(range(seeds)) grew to 22 GB before the
+    # kernel killed the search; --probe-epochs 10**12 was accepted too. Each value is refused by the option's own
+    # type, before anything else runs: the line names the option (not a missing --data, which is what the parser
+    # would say of an option it let through).
+    for value in ABSURD:
+        done = run_cli(command, f"{flag}={value}")
+        line = one_line_error(done, f"argument {flag}:", "must be")
+        assert len(line) < 300, line
+
+
+def test_the_bounds_let_the_usual_values_through() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["search", "--data", "d.yaml", "--probe-seeds", "8", "--probe-epochs", "300", "--seed", "4294967295",
+                              "--min-gain", "5%", "--probe-share", "1", "--stop-at-ceiling", "0", "--timeout", "86400",
+                              "--max-map-loss", "2%", "--ram-limit", "0.5"])
+    assert (args.probe_seeds, args.probe_epochs, args.seed, args.min_gain, args.probe_share) == (8, 300, 2**32 - 1, 0.05, 1.0)
+    assert (args.stop_at_ceiling, args.timeout, args.max_map_loss, args.ram_limit) == (0.0, 86400.0, "2%", 0.5)
+    assert parser.parse_args(["dashboard", "--port", "65535"]).port == 65535
+
+
+def test_the_python_api_refuses_unbounded_probe_seeds_too(demo_yaml) -> None:
+    from speedopt import data
+    from speedopt.errors import UsageError
+    from speedopt.quality import make_policy
+
+    ds = data.load(demo_yaml)
+    for seeds in (10**9, 65):
+        with pytest.raises(UsageError, match="--probe-seeds must be .* at most 64"):
+            make_policy("probe", "0.01", 10, 0.25, None, ds, seeds=seeds)
+    with pytest.raises(UsageError, match="--probe-epochs must be an integer in"):
+        make_policy("probe", "0.01", 10**12, 0.25, None, ds)
+    for loss in ("inf", "nan", "1e308", "101%"):
+        with pytest.raises(UsageError, match="--max-map-loss must be a loss in"):
+            make_policy("off", loss, 10, 0.25, None, ds)
+    assert math.isclose(make_policy("probe", "0.01", 10, 0.25, None, ds, seeds=64).seeds, 64)
