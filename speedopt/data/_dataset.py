@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speedopt.data._listing import list_images
+from speedopt.data._listing import list_images, shown_path
 from speedopt.data._root import resolve_root, split_path
 from speedopt.data._yamlfile import read_yaml
 from speedopt.errors import UsageError
@@ -30,6 +30,12 @@ class Dataset:
     train_images: tuple[Path, ...]
     val_images: tuple[Path, ...]
     root: Path | None = None  # the folder that relative train/val entries are under (``path:``, resolved)
+    left_out: tuple[Path, ...] = ()  # images not listed: their path is not UTF-8 (see speedopt.data._listing)
+
+    @property
+    def left_out_note(self) -> str:
+        """One line naming the images left out of both splits ("" when none), for a command to print."""
+        return _left_out_text(self.left_out) if self.left_out else ""
 
     @property
     def name(self) -> str:
@@ -57,8 +63,21 @@ def _no_download(data: dict[str, Any]) -> str:
     return "; its 'download:' entry is ignored (speedopt never downloads): fetch the dataset first, then run again"
 
 
-def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: str = "") -> tuple[Path, ...]:
+def _left_out_text(left_out: tuple[Path, ...] | list[Path]) -> str:
+    first = ", ".join(shown_path(p) for p in left_out[:2]) + (", ..." if len(left_out) > 2 else "")
+    return (
+        f"left out {len(left_out)} image(s) whose file name is not UTF-8 ({first}): the trainer reads speedopt's list of "
+        "images as UTF-8 text, which cannot name them; rename them to UTF-8 names to train on them"
+    )
+
+
+def _split_images(
+    root: Path, entry: object, split: str, yaml_path: Path, hint: str = "", left_out: list[Path] | None = None
+) -> tuple[Path, ...]:
+    """The images of one split entry (folders listed, ``.txt`` lists read), sorted; images whose path is not
+    UTF-8 are added to ``left_out``."""
     entries = entry if isinstance(entry, list) else [entry]
+    skipped: list[Path] = []
     images: list[Path] = []
     for item in entries:
         if not isinstance(item, str) or not item:
@@ -67,7 +86,7 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
             raise UsageError(f"'{split}' in {yaml_path} contains a NUL byte; fix the file")
         path = split_path(root, item) if isinstance(entry, str) else root / item
         if path.is_dir():
-            images += list_images(path)
+            images += list_images(path, skipped)
         elif path.is_file() and path.suffix == ".txt":
             for line in path.read_text(errors="replace").splitlines():
                 line = line.strip()
@@ -79,7 +98,13 @@ def _split_images(root: Path, entry: object, split: str, yaml_path: Path, hint: 
                 f"{split} images folder does not exist: {path} (from {yaml_path}); fix '{split}' or 'path'{hint}"
             )
     if not images:
-        raise UsageError(f"no images in the {split} split ({', '.join(map(str, entries))} under {root}); add images or fix '{split}'")
+        why = f"; {_left_out_text(skipped)}" if skipped else ""
+        raise UsageError(
+            f"no images in the {split} split ({', '.join(map(str, entries))} under {shown_path(root)}){why}; "
+            f"add images or fix '{split}'"
+        )
+    if left_out is not None:
+        left_out += skipped
     return tuple(sorted(images, key=str))  # as the trainers sort them
 
 
@@ -140,11 +165,15 @@ def load(yaml_path: str | os.PathLike[str]) -> Dataset:
             f"dataset root 'path: {data.get('path')}' in {path} does not exist: not at {where} (a relative path is read "
             f"against the working directory, then Ultralytics' datasets_dir); make 'path' absolute{hint}"
         )
-    train = _split_images(root, data["train"], "train", path, hint)
-    val = _split_images(root, data["val"], "val", path, hint)
+    left_out: list[Path] = []
+    train = _split_images(root, data["train"], "train", path, hint, left_out)
+    val = _split_images(root, data["val"], "val", path, hint, left_out)
     if not any(label_path(p).is_file() for p in train[:: max(1, len(train) // 50)] + train[:1]):
         raise UsageError(f"no label files found for the train images (expected {label_path(train[0])}); a detector needs labels")
-    return Dataset(yaml_path=path, names=tuple(str(n) for n in names), train_images=train, val_images=val, root=root.resolve())
+    return Dataset(
+        yaml_path=path, names=tuple(str(n) for n in names), train_images=train, val_images=val, root=root.resolve(),
+        left_out=tuple(dict.fromkeys(left_out)),
+    )
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedopt.data._dataset import Dataset, label_path
+from speedopt.data._listing import shown_path, utf8_name
 from speedopt.data._manifest import MANIFEST, MARKER, PrepareSpec, check_spec
 from speedopt.data._root import caller_cwd, split_path
 from speedopt.data._yamlfile import read_yaml
@@ -244,6 +245,11 @@ def _inside(path: str, folder: str) -> bool:
 def _check_out(ds: Dataset, out: Path) -> None:
     """Refuse an ``out`` where the copy would overwrite, or join, the source, or a folder that is not ours."""
     root = _root(ds).resolve()
+    if not utf8_name(out):
+        raise UsageError(
+            f"--out {shown_path(out)} is not a UTF-8 path: the trainer reads the copy's data.yaml and image lists as UTF-8 "
+            "text; choose an --out with a UTF-8 name"
+        )
     if out == root:
         raise UsageError(f"--out {out} is the dataset's own folder; the copy would overwrite its images: choose another --out")
     folder = str(out)

@@ -175,6 +175,7 @@ def prepare(
     _check_out(ds, out)
     plan = _plan(ds, spec, out)
     jobs, notes = _jobs(asked, len(plan.items))
+    notes += (ds.left_out_note,) if ds.left_out else ()
     out.mkdir(parents=True, exist_ok=True)
     with _locked(out):
         clock = _Clock(ds, spec, out, _begin(ds, spec, out, plan), started)

@@ -69,7 +69,7 @@ def _listing(entry: str, workdir: Path) -> str:
         return entry
     images = list_images(entry)
     target = workdir / f"listing-{hashlib.sha256(str(entry).encode()).hexdigest()[:12]}.txt"
-    target.write_text("".join(f"{image}\n" for image in images if "\n" not in str(image)))
+    target.write_text("".join(f"{image}\n" for image in images if "\n" not in str(image)), encoding="utf-8")  # as it reads
     return str(target)
 
 

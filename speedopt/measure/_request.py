@@ -82,6 +82,7 @@ def make_request(
     steps, warmup, most = options.steps, options.warmup, options.most_steps
     ds = data if isinstance(data, Dataset) else load(data)
     knobs, notes = knobs_mod.validate(requested)
+    notes += [ds.left_out_note] if ds.left_out else []
     knobs, adjusted, dev = adjust_to_device(knobs, eng, machine.parse_device(options.device))
     notes += adjusted.values()
     if knobs.gpus > 1:  # every rank stops on its own clock: they must stop at the same step, so no adaptive window
