@@ -12,6 +12,7 @@ from speedopt.engines import NAMES, EngineName
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
+    COMPILE_OFF,
     MAX_BATCH,
     MAX_FREEZE,
     MAX_IMGSZ,
@@ -136,6 +137,22 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def compile_mode(text: str) -> str:
+    """An argparse type: ``--compile`` as the trainer spells it, and only a mode the installed Ultralytics lists
+    (the one trainer that compiles), as a --space or --fix value is checked: an unknown mode is refused here,
+    naming the modes, instead of running to an infeasible trial that blames the C++ compiler."""
+    try:
+        mode = parse_compile(text)
+    except UsageError:
+        mode = text
+    if mode == COMPILE_OFF:
+        return mode
+    allowed, why = engines.get("ultralytics").accepted("cpu").get("compile", ((COMPILE_OFF,), "this trainer's"))
+    if mode not in allowed:
+        raise argparse.ArgumentTypeError(f"unknown compile mode {shown(text)}; {why}: {', '.join(allowed)}")
+    return mode
+
+
 def add_knobs(parser: argparse.ArgumentParser) -> None:
     """--data and one config's knobs, each defaulting to the trainer's own default."""
     parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
@@ -149,7 +166,7 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
         help="precision: on/fp16 (AMP, the default with CUDA), off/fp32 (the CPU's), bf16 (Ultralytics, on a GPU that has it)",
     )
     parser.add_argument(
-        "--compile", default="off",
+        "--compile", default=COMPILE_OFF, type=compile_mode,
         help="torch.compile mode (Ultralytics only): off (default), default, reduce-overhead, ... as the installed "
         "trainer accepts; its one-time compile is measured apart from the steady images/s",
     )
@@ -164,7 +181,7 @@ def knobs_of(args: argparse.Namespace) -> Knobs:
     """The knobs given by :func:`add_knobs`' options."""
     return Knobs(
         model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
-        amp=parse_amp(args.amp) if args.amp else True, freeze=args.freeze, compile=parse_compile(args.compile),
+        amp=parse_amp(args.amp) if args.amp else True, freeze=args.freeze, compile=args.compile,
         channels_last=parse_channels_last(args.channels_last),
     )
 

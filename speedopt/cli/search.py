@@ -21,6 +21,7 @@ from speedopt.cli._options import (
     add_measurement,
     add_storage,
     add_study,
+    compile_mode,
     fraction,
     integer,
     quiet_optuna,
@@ -89,7 +90,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_storage(parser)
     add_study(parser, default_help="<dataset>-<gpu-or-cpu>-<hash of dataset and machine>")
     parser.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains")
-    parser.add_argument("--fix", action="append", default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
+    parser.add_argument("--fix", action="append", type=_pin, default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
     parser.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
     parser.add_argument("--seed", type=integer(0, MAX_SEED), default=defaults.SEED, help="sampler seed (default 0)")
     add_measurement(parser, "--trial-timeout")
@@ -148,6 +149,15 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_storage(worker, required=True, what="the study's storage URL (e.g. postgresql://user@host/db)")
     add_study(worker, required=True)
     worker.set_defaults(run=resumable(run_worker))
+
+
+def _pin(text: str) -> str:
+    """An argparse type: one ``--fix KNOB=VALUE``, a compile mode checked at parse time as ``--compile`` is (every
+    other knob and value is checked with the space, where the trainer's limits are known)."""
+    knob, sep, value = text.partition("=")
+    if sep and knob.strip().lower() == "compile":
+        compile_mode(value.strip())
+    return text
 
 
 def _max_loss(text: str) -> str:

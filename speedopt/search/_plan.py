@@ -306,6 +306,7 @@ def _check_listed(
                 f"here ({why}); remove {knob} from the space file"
             )
     space_mod.refuse_unaccepted(own, eng.accepted(device), eng.name)
+    space_mod.refuse_unaccepted(fixed, eng.accepted(device), eng.name, "--fix")  # never dropped with a note
     if "amp" in own and device == "cpu" and any(own["amp"].values()):
         raise UsageError(
             f"--space lists amp {own['amp'].text()} but AMP needs CUDA and this search runs on the CPU; "

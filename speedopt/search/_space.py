@@ -78,14 +78,16 @@ def narrow(domains: dict[str, Domain], accepted: Accepted) -> list[str]:
     return notes
 
 
-def refuse_unaccepted(listed: dict[str, Domain], accepted: Accepted, engine: str) -> None:
-    """UsageError naming a --space value the engine's trainer does not take, and the values it does."""
+def refuse_unaccepted(listed: dict[str, Domain], accepted: Accepted, engine: str, flag: str = "--space") -> None:
+    """UsageError naming a ``flag`` (--space or --fix) value the engine's trainer does not take, and the values it does."""
     for knob, (allowed, why) in accepted.items():
         refused = [v for v in listed[knob].values() if v not in allowed] if knob in listed else []
         if refused:
+            given = ", ".join(value_text(v) for v in refused)
+            what = f"--fix {knob}={given}" if flag == "--fix" else f"{flag} lists {knob} {given}"
             raise UsageError(
-                f"--space lists {knob} {', '.join(value_text(v) for v in refused)}, which the {engine} trainer here does "
-                f"not take ({why}: {', '.join(value_text(v) for v in allowed)}); list only those"
+                f"{what}, which the {engine} trainer here does not take ({why}: "
+                f"{', '.join(value_text(v) for v in allowed)}); {'pin' if flag == '--fix' else 'list'} only those"
             )
 
 

@@ -32,10 +32,12 @@ def _numeric_options() -> list[tuple[str, str, argparse.Action]]:
             reads_number = False
             for text in ("1", "2", "8", "100", "0.5", "0.05"):
                 try:
-                    parse(text)
-                    reads_number = True
+                    value = parse(text)
                 except (argparse.ArgumentTypeError, ValueError, TypeError):
-                    pass
+                    continue
+                # a number, or a number kept as written (--max-map-loss: 0.01 or 2%), not a mode that 1 names
+                reads_number = reads_number or (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+                    value == text and _is_number(action.default))
             try:
                 parse("word")
             except (argparse.ArgumentTypeError, ValueError, TypeError):
@@ -45,6 +47,14 @@ def _numeric_options() -> list[tuple[str, str, argparse.Action]]:
             if reads_number and refuses_word:
                 found.append((command, action.option_strings[-1], action))
     return found
+
+
+def _is_number(text: object) -> bool:
+    try:
+        float(str(text))
+    except ValueError:
+        return False
+    return True
 
 
 NUMERIC = _numeric_options()
@@ -96,3 +106,43 @@ def test_the_python_api_refuses_unbounded_probe_seeds_too(demo_yaml) -> None:
         with pytest.raises(UsageError, match="--max-map-loss must be a loss in"):
             make_policy("off", loss, 10, 0.25, None, ds)
     assert math.isclose(make_policy("probe", "0.01", 10, 0.25, None, ds, seeds=64).seeds, 64)
+
+
+# -- item 12: an unknown compile mode is refused, naming the installed ones ---------------------------------
+
+
+def _modes() -> tuple[str, ...]:
+    from speedopt import engines
+
+    return engines.get("ultralytics").accepted("cpu")["compile"][0]
+
+
+@pytest.mark.parametrize("command", ["trial", "ceilings"])
+def test_an_unknown_compile_mode_is_refused_at_parse_time(command: str, demo_yaml) -> None:
+    # Issue 44 item 12: `trial --compile bogus` ran, and ended infeasible blaming a missing C++ compiler.
+    done = run_cli(command, "--data", str(demo_yaml), "--device", "cpu", "--compile", "bogus")
+    line = one_line_error(done, "argument --compile", "unknown compile mode 'bogus'", *_modes())
+    assert "C++" not in line
+
+
+def test_a_fixed_unknown_compile_mode_is_refused_not_dropped(demo_yaml, tmp_path) -> None:
+    # Issue 44 item 12: `search --fix compile=bogus` dropped the value with a note and searched on.
+    storage = tmp_path / "s.db"
+    done = run_cli("search", "--data", str(demo_yaml), "--device", "cpu", "--fix", "compile=bogus",
+                   "--storage", f"sqlite:///{storage}", cwd=tmp_path)
+    one_line_error(done, "argument --fix", "unknown compile mode 'bogus'", *_modes())
+    assert not storage.exists()
+
+
+def test_the_search_plan_refuses_a_fixed_mode_the_trainer_does_not_take(demo_yaml) -> None:
+    # The Python API has no argparse: the plan refuses a pinned value outside the engine's accepted list, as it
+    # refuses one listed in --space, instead of dropping it with a note.
+    from speedopt.errors import UsageError
+    from speedopt.search import SearchConfig, plan
+
+    config = SearchConfig(data=str(demo_yaml), device="cpu", quality="off", fix=("compile=bogus",))
+    with pytest.raises(UsageError, match=r"--fix compile=bogus, which the ultralytics trainer here does not take") as refused:
+        plan(config)
+    assert all(mode in str(refused.value) for mode in _modes())
+    fine = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", fix=("compile=default",)))
+    assert fine.protocol.space.domains["compile"].values() == ("default",)
