@@ -86,14 +86,41 @@ def _encoded(image: Any, spec: PrepareSpec) -> bytes:
     return bytes(buffer)
 
 
-def _resize_one(item: _Item) -> tuple[int, bool]:
-    """Read, resize and write one image (and its .npy and label); ``(index, False)`` when the source is corrupt."""
+CORRUPT = ""  # :func:`_resize_one`'s answer for a source OpenCV cannot read
+
+
+def _dropped(source: str) -> str | None:
+    """Why the trainers drop ``source``, read from its header alone (nothing decoded), or None when they keep
+    it: both trainers' label scans ``PIL.Image.open`` every image, which refuses one over twice
+    ``Image.MAX_IMAGE_PIXELS`` (DecompressionBombError: the image is dropped as corrupt). Checked here with
+    the same PIL and limit, before OpenCV would decode it in full (30000x30000: 2.7 GB of pixels)."""
+    import warnings
+
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # under the limit: the trainers keep it
+            with Image.open(source):
+                return None
+    except Image.DecompressionBombError as exc:
+        return f"{source}: {exc}"
+    except Exception:  # not for PIL to say (unidentified, truncated, a missing plug-in): OpenCV decides below
+        return None
+
+
+def _resize_one(item: _Item) -> tuple[int, str | None]:
+    """Read, resize and write one image (and its .npy and label): ``(index, None)``; ``(index, CORRUPT)`` when
+    the source is corrupt, ``(index, why)`` when the trainers drop it unread (see :func:`_dropped`)."""
     import cv2
     import numpy as np
 
+    dropped = _dropped(item.source)
+    if dropped is not None:
+        return item.index, dropped
     image = cv2.imread(item.source, cv2.IMREAD_COLOR)
     if image is None or image.size == 0:
-        return item.index, False
+        return item.index, CORRUPT
     image = _fit(image, item.spec.imgsz)
     output = Path(item.output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +131,7 @@ def _resize_one(item: _Item) -> tuple[int, bool]:
     if item.npy is not None:
         _atomic(Path(item.npy), lambda handle: np.save(handle, np.ascontiguousarray(image), allow_pickle=False), item.mtime_ns)
     _copy_label(item)
-    return item.index, True
+    return item.index, None
 
 
 def _source_long_side(source: str) -> int | None:

@@ -43,7 +43,15 @@ from speedopt import machine
 from speedopt.data._atomic import _read_json, _write_json
 from speedopt.data._dataset import Dataset
 from speedopt.data._folder import _begin, _clean, _finish, _locked, _Prior, _state, _write_yaml
-from speedopt.data._items import _check_one, _copy_label, _image_current, _label_current, _remove_outputs, _resize_one
+from speedopt.data._items import (
+    CORRUPT,
+    _check_one,
+    _copy_label,
+    _image_current,
+    _label_current,
+    _remove_outputs,
+    _resize_one,
+)
 from speedopt.data._manifest import MANIFEST, MARKER, PreparedCopy, PrepareReport, PrepareSpec, check_spec
 from speedopt.data._plan import _check_out, _Item, _out_path, _Plan, _plan, source_id
 from speedopt.data._workers import _Workers, _workers
@@ -100,18 +108,30 @@ class _Clock:
 
 def _resize(
     workers: _Workers, todo: list[_Item], clock: _Clock, progress: Callable[[int, int], None] | None
-) -> set[int]:
-    """Resize every item in ``todo``; returns the indices of the corrupt sources (their old outputs removed)."""
+) -> tuple[set[int], dict[int, str]]:
+    """Resize every item in ``todo``; returns the indices of the corrupt sources, and of those the trainers
+    drop unread (a decompression bomb) with why."""
     corrupt: set[int] = set()
+    dropped: dict[int, str] = {}
     if progress:
         progress(0, len(todo))
-    for done, (index, ok) in enumerate(workers.map(_resize_one, todo), 1):
-        if not ok:
+    for done, (index, problem) in enumerate(workers.map(_resize_one, todo), 1):
+        if problem == CORRUPT:
             corrupt.add(index)
+        elif problem is not None:
+            dropped[index] = problem
         if progress:
             progress(done, len(todo))
         clock.tick()
-    return corrupt
+    return corrupt, dropped
+
+
+def _dropped_note(dropped: dict[int, str]) -> tuple[str, ...]:
+    """One line naming the images left out as the trainers drop them (none: no line)."""
+    if not dropped:
+        return ()
+    first = dropped[min(dropped)]
+    return (f"skipped {len(dropped)} image(s) the trainers drop unread as decompression bombs, e.g. {first}",)
 
 
 def _verify(
@@ -208,15 +228,17 @@ def _run(
             _copy_label(item)
     with _workers(jobs, len(plan.items)) as workers:
         started = time.monotonic()
-        corrupt = _resize(workers, todo, clock, progress)
+        corrupt, dropped = _resize(workers, todo, clock, progress)
         resize_seconds = time.monotonic() - started
-        for index in corrupt:
+        skipped = corrupt | set(dropped)  # neither is in the copy; only the corrupt are listed as such
+        for index in skipped:
             _remove_outputs(plan.items[index])
-        _verify(workers, plan, corrupt, verify_progress)
-    yaml_path = _write_yaml(ds, out, plan, corrupt)
-    _finish(out, plan, corrupt)
-    kept = [item for item in plan.items if item.index not in corrupt]
-    written = len(todo) - len(corrupt)
+        _verify(workers, plan, skipped, verify_progress)
+    notes += _dropped_note(dropped)
+    yaml_path = _write_yaml(ds, out, plan, skipped)
+    _finish(out, plan, skipped)
+    kept = [item for item in plan.items if item.index not in skipped]
+    written = len(todo) - len(skipped)
     seconds = clock.elapsed()
     kept_prior = written == 0 and clock.prior.jobs is not None  # a rerun that changed nothing: the copy's cost stands
     copy = PreparedCopy(
@@ -225,8 +247,8 @@ def _run(
         spec=spec,
         source_yaml=ds.yaml_path,
         source_id=plan.source_id,
-        images=sum(1 for i in plan.train + plan.val if i not in corrupt),
-        train_images=sum(1 for i in plan.train if i not in corrupt),
+        images=sum(1 for i in plan.train + plan.val if i not in skipped),
+        train_images=sum(1 for i in plan.train if i not in skipped),
         bytes=_bytes(kept),
         source_bytes=plan.source_bytes,
         seconds=round(clock.carried + (0.0 if kept_prior else seconds), 3),
