@@ -1,18 +1,18 @@
-"""Accuracy truth: does the quality probe's verdict on a smaller imgsz match what longer training says?
+"""Accuracy truth: do the quality probe's verdicts match what longer training says, in both directions?
 
-Makes two generated sets: on "small", image size really matters (objects of a few percent of the image
-side: 2-4 px at the candidate imgsz); on "large" it is meant not to (objects of 30-60% of the side; see
-benchmarks/RESULTS.md for whether the long runs bear that out: on 2026-12-02 they did not). For each
-set it pretrains a checkpoint at the baseline imgsz (so probes fine-tune, as --weights makes them), runs
-`speedopt search --quality all` with the baseline and a candidate at the smaller imgsz and reads the
-candidate trial's verdict (kept, lost or unknown), then fine-tunes both signatures from the same
-checkpoint for --truth-factor x the probe epochs on the full train set, --truth-seeds seeds each, and
-compares their mean val mAP50-95: the truth is "lost" when the baseline's mean beats the candidate's by
-more than the allowed loss, else "kept". It prints whether each verdict agreed with that truth, whatever
-it is. About 19 minutes on a 2-core CPU with the defaults (2026-12-02); nothing is downloaded.
+Makes one generated set (by default "large": 1-2 objects of 30-60% of the image side; "small": 8-16 objects
+of 4-6%), pretrains a checkpoint at the baseline imgsz (so probes fine-tune, as --weights makes them), and for
+each candidate (by default imgsz=64, imgsz=128 and freeze=3 against the baseline imgsz=160 freeze=0) runs
+`speedopt search --quality all` with the baseline and that candidate and reads the candidate's verdict (kept,
+lost or unknown). All searches share one storage, so the baseline's probes run once. Then every signature is
+fine-tuned from the same checkpoint for --truth-factor x the probe epochs on the full train set, --truth-seeds
+seeds each, and the candidate's truth is "lost" when the baseline's mean val mAP50-95 beats its mean by more
+than the allowed loss, else "kept". It prints whether each verdict agreed with that truth, whatever it is, and
+what the probes cost beside what the long runs cost. About 25 minutes on a 2-core CPU with the defaults;
+nothing is downloaded.
 
     python benchmarks/accuracy_truth.py
-    python benchmarks/accuracy_truth.py --probe-epochs 5 --truth-factor 3 --max-map-loss 0.02 --keep /tmp/acc
+    python benchmarks/accuracy_truth.py --set small --candidates imgsz=96 --keep /tmp/acc
 """
 
 from __future__ import annotations
@@ -69,13 +69,15 @@ SETS = (SetSpec("small", 0.04, 0.06, (8, 16)), SetSpec("large", 0.30, 0.60, (1, 
 
 @dataclass(frozen=True)
 class Row:
-    """What one set measured: the probe's verdict and the long runs' mAP per signature."""
+    """What one candidate measured: the probe's verdict (the candidate trial's attrs) and the long runs' mAP of
+    the baseline and the candidate, with the seconds the long runs took."""
 
     name: str
     attrs: dict[str, Any]
     checkpoint_map: float
     base_maps: tuple[float, ...]
     small_maps: tuple[float, ...]
+    long_s: float = 0.0  # the candidate's long runs (the baseline's are shared by every row)
 
 
 def say(text: str) -> None:
@@ -163,75 +165,94 @@ def train(data: Path, folder: Path, overrides: dict[str, Any]) -> float:
     return score
 
 
-def probe_verdict(data: Path, checkpoint: Path, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Run `speedopt search --quality all` on the baseline and the candidate; the candidate's flat attrs."""
+def _knobs(text: str) -> dict[str, int]:
+    """``imgsz=64`` or ``freeze=3 imgsz=128``: a candidate's knobs that differ from the baseline's."""
+    pairs = [item.split("=", 1) for item in text.split()]
+    if not pairs or any(len(p) != 2 or p[0] not in ("imgsz", "freeze") for p in pairs):
+        raise SystemExit(f"a candidate is imgsz=N and/or freeze=N, got {text!r}")
+    return {k: int(v) for k, v in pairs}
+
+
+def probe_verdict(data: Path, checkpoint: Path, folder: Path, name: str, candidate: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
+    """Run `speedopt search --quality all` on the baseline and one candidate (its own study in the shared storage
+    under ``folder``, so the baseline's probes are cache hits after the first); the candidate's flat attrs."""
     import optuna
 
     from speedopt.study import flat_attrs
 
-    folder.mkdir(parents=True)
-    space = folder / "space.yaml"
-    space.write_text(f"model: [yolov5n]\nimgsz: [{args.small}, {args.base}]\nbatch: [8]\nfreeze: [0]\n"
-                     "cache: [none]\nworkers: [0]\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    space = folder / f"{name}.yaml"
+    imgsz = sorted({args.base, candidate.get("imgsz", args.base)})
+    freeze = sorted({0, candidate.get("freeze", 0)})
+    space.write_text(f"model: [yolov5n]\nimgsz: {imgsz}\nbatch: [8]\nfreeze: {freeze}\ncache: [none]\nworkers: [0]\n")
     url = f"sqlite:///{folder}/probe.db"
+    fix = [arg for k, v in candidate.items() for arg in ("--fix", f"{k}={v}")]
     command = [
         sys.executable, "-m", "speedopt", "search", "--data", str(data), "--trials", "2", "--storage", url,
-        "--study", "probe", "--space", str(space), "--fix", f"imgsz={args.small}",
+        "--study", name, "--space", str(space), *fix,
         "--baseline", f"model=yolov5n imgsz={args.base} batch=8 workers=0", "--steps", "3", "--max-steps", "3",
         "--warmup", "1", "--device", "cpu", "--quality", "all", "--probe-epochs", str(args.probe_epochs),
-        "--probe-fraction", str(args.probe_fraction), "--weights", str(checkpoint),
+        "--probe-fraction", str(args.probe_fraction), "--weights", str(checkpoint), "--epochs", str(args.epochs),
         "--max-map-loss", str(args.max_map_loss), "--repeats", "0", "--no-report",
         "--no-stop-at-ceiling", "--prune-margin", "0", "--probe-grow", str(args.probe_grow),
     ]
-    with open(folder / "search.log", "w") as log:
+    with open(folder / f"{name}.log", "w") as log:
         done = subprocess.run(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, text=True, timeout=3600)
     if done.returncode != 0:
-        tail = "\n".join((folder / "search.log").read_text().splitlines()[-5:])
+        tail = "\n".join((folder / f"{name}.log").read_text().splitlines()[-5:])
         raise SystemExit(f"the search failed (exit {done.returncode}):\n{tail}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    trials = optuna.load_study(study_name="probe", storage=url).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     for trial in trials:
         attrs = flat_attrs(trial.user_attrs)
-        if (attrs.get("config") or {}).get("imgsz") == args.small:
+        config = attrs.get("config") or {}
+        if all(config.get(k) == v for k, v in candidate.items()):
             return attrs
-    raise SystemExit(f"no complete trial at imgsz={args.small}; see {folder / 'search.log'}")
+    raise SystemExit(f"no complete trial with {candidate}; see {folder / (name + '.log')}")
 
 
-def truth_runs(data: Path, checkpoint: Path, folder: Path, imgsz: int, epochs: int, args: argparse.Namespace) -> tuple[float, ...]:
+def truth_runs(data: Path, checkpoint: Path, folder: Path, knobs: dict[str, int], epochs: int, args: argparse.Namespace) -> tuple[tuple[float, ...], float]:
     """Fine-tune one signature from the checkpoint for ``epochs`` on the whole train set, one run per seed: each
-    run's mAP50-95."""
-    maps = []
+    run's mAP50-95, and the seconds they took together."""
+    maps, took = [], 0.0
+    label = "-".join(f"{k}{v}" for k, v in knobs.items())
     for seed in range(args.truth_seeds):
         started = time.perf_counter()
-        overrides = {"imgsz": imgsz, "epochs": epochs, "seed": seed, "pretrained": str(checkpoint)}
-        maps.append(train(data, folder / f"imgsz{imgsz}-seed{seed}", overrides))
-        say(f"  long run imgsz={imgsz} seed {seed}: {epochs} epochs, mAP50-95 {maps[-1]:.4f} "
-            f"({time.perf_counter() - started:.0f} s)")
-    return tuple(maps)
+        overrides = {**knobs, "epochs": epochs, "seed": seed, "pretrained": str(checkpoint)}
+        maps.append(train(data, folder / f"{label}-seed{seed}", overrides))
+        took += time.perf_counter() - started
+        say(f"  long run {label} seed {seed}: {epochs} epochs, mAP50-95 {maps[-1]:.4f} ({time.perf_counter() - started:.0f} s)")
+    return tuple(maps), took
 
 
-def measure_set(spec: SetSpec, root: Path, args: argparse.Namespace) -> Row:
-    """Generate one set, pretrain its checkpoint, run the probe's verdict, then the long runs."""
+def measure_set(spec: SetSpec, root: Path, args: argparse.Namespace) -> tuple[list[Row], float]:
+    """Generate the set, pretrain its checkpoint, run each candidate's verdict, then the long runs; the rows and the
+    seconds of the baseline's long runs."""
     started = time.perf_counter()
     data = generate(root / "data", spec, args.train, args.val)
     say(f"[{spec.name}] {args.train}+{args.val} images of {spec.side} px, objects {100 * spec.low:.0f}-"
-        f"{100 * spec.high:.0f}% of the side ({spec.low * args.small:.1f}-{spec.high * args.small:.1f} px at "
-        f"imgsz {args.small}); pretraining {args.pretrain_epochs[spec.name]} epochs at imgsz {args.base} ...")
-    checkpoint_map = train(data, root / "pretrain", {"imgsz": args.base, "epochs": args.pretrain_epochs[spec.name],
-                                                     "seed": 0})
+        f"{100 * spec.high:.0f}% of the side; pretraining {args.pretrain} epochs at imgsz {args.base} ...")
+    checkpoint_map = train(data, root / "pretrain", {"imgsz": args.base, "epochs": args.pretrain, "seed": 0})
     checkpoint = root / "pretrain" / "run" / "weights" / "last.pt"
-    say(f"[{spec.name}] checkpoint mAP50-95 {checkpoint_map:.4f} ({time.perf_counter() - started:.0f} s); "
-        f"search with probes of {args.probe_epochs} epoch(s) x fraction {args.probe_fraction} ...")
-    started = time.perf_counter()
-    attrs = probe_verdict(data, checkpoint, root / "search", args)
-    say(f"[{spec.name}] probe verdict {attrs.get('verdict')}: {attrs.get('quality_reason')} "
-        f"({time.perf_counter() - started:.0f} s)")
-    judged = int(attrs.get("probe_epochs") or args.probe_epochs)  # the budget may have grown: longer than it
+    say(f"[{spec.name}] checkpoint mAP50-95 {checkpoint_map:.4f} ({time.perf_counter() - started:.0f} s)")
+    verdicts = []
+    for text in args.candidates.split(","):
+        candidate = _knobs(text)
+        name = "-".join(f"{k}{v}" for k, v in candidate.items())
+        started = time.perf_counter()
+        attrs = probe_verdict(data, checkpoint, root / "search", name, candidate, args)
+        say(f"[{spec.name}] {text}: verdict {attrs.get('verdict')}: {attrs.get('quality_reason')} "
+            f"({time.perf_counter() - started:.0f} s)")
+        verdicts.append((name, candidate, attrs))
+    judged = max(int(a.get("probe_epochs") or args.probe_epochs) for _, _, a in verdicts)  # a budget may have grown
     epochs = args.truth_factor * judged
     say(f"[{spec.name}] long runs: {args.truth_factor} x {judged} epochs on the whole train set, {args.truth_seeds} seed(s) each ...")
-    base_maps = truth_runs(data, checkpoint, root / "truth", args.base, epochs, args)
-    small_maps = truth_runs(data, checkpoint, root / "truth", args.small, epochs, args)
-    return Row(spec.name, attrs, checkpoint_map, base_maps, small_maps)
+    base_maps, base_s = truth_runs(data, checkpoint, root / "truth", {"imgsz": args.base}, epochs, args)
+    rows = []
+    for name, candidate, attrs in verdicts:
+        maps, took = truth_runs(data, checkpoint, root / "truth", {"imgsz": args.base, **candidate}, epochs, args)
+        rows.append(Row(name, attrs, checkpoint_map, base_maps, maps, took))
+    return rows, base_s
 
 
 def _mean(values: tuple[float, ...]) -> float:
@@ -250,9 +271,9 @@ def outcome(row: Row, allowed: float) -> tuple[str, str, str]:
 def table(rows: list[Row], allowed: float) -> list[str]:
     """The result table: each set's probe verdict, the long runs' mAP and difference, the truth, the agreement."""
     lines = [
-        "| set | checkpoint mAP | probe base / small | probe verdict (loss +/- interval) | long base | long small "
-        "| long difference | truth | agreement |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| candidate | checkpoint mAP | probe base / candidate | probe verdict (loss +/- interval) | probes (seeds, budget) "
+        "| probe time | long base | long candidate | long difference | long-run time | truth | agreement |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         a = row.attrs
@@ -261,9 +282,12 @@ def table(rows: list[Row], allowed: float) -> list[str]:
         judged = f"{verdict} ({loss:+.4f} +/- {spread:.4f})" if loss is not None and spread is not None else verdict
         probed = f"{_fmt(a.get('baseline_map50_95'))} / {_fmt(a.get('probe_map50_95'))}"
         base, small = _mean(row.base_maps), _mean(row.small_maps)
+        seconds = sum((a.get("probe_seconds") or {}).values())
+        probes = f"{a.get('probes_run', 0)} run, {a.get('probe_cache_hits', 0)} cached ({a.get('probe_epochs')} epochs x {a.get('probe_fraction')})"
         lines.append(
-            f"| {row.name} | {row.checkpoint_map:.4f} | {probed} | {judged} | {base:.4f} ({_runs(row.base_maps)}) "
-            f"| {small:.4f} ({_runs(row.small_maps)}) | {base - small:+.4f} | {truth} | {agreement} |"
+            f"| {row.name} | {row.checkpoint_map:.4f} | {probed} | {judged} | {probes} | {seconds:.0f} s "
+            f"| {base:.4f} ({_runs(row.base_maps)}) | {small:.4f} ({_runs(row.small_maps)}) | {base - small:+.4f} "
+            f"| {row.long_s:.0f} s | {truth} | {agreement} |"
         )
     return lines
 
@@ -278,38 +302,37 @@ def _runs(values: tuple[float, ...]) -> str:
 
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", choices=[s.name for s in SETS], default="large", help="which generated set (default large)")
     parser.add_argument("--base", type=int, default=160, help="the baseline's imgsz (default 160)")
-    parser.add_argument("--small", type=int, default=96, help="the candidate's smaller imgsz, a multiple of 32 (default 96)")
-    parser.add_argument("--train", type=int, default=96, help="train images per set (default 96)")
-    parser.add_argument("--val", type=int, default=32, help="val images per set (default 32)")
-    parser.add_argument("--pretrain-small", type=int, default=30, help="pretraining epochs, small set (default 30)")
-    parser.add_argument("--pretrain-large", type=int, default=15, help="pretraining epochs, large set (default 15)")
+    parser.add_argument("--candidates", default="imgsz=64,imgsz=128,freeze=3",
+                        help="comma-separated candidates, each imgsz=N and/or freeze=N (default imgsz=64,imgsz=128,freeze=3)")
+    parser.add_argument("--train", type=int, default=96, help="train images (default 96)")
+    parser.add_argument("--val", type=int, default=64, help="val images (default 64)")
+    parser.add_argument("--pretrain", type=int, default=30, help="pretraining epochs (default 30)")
     parser.add_argument("--probe-epochs", type=int, default=3, help="--probe-epochs of the search (default 3)")
     parser.add_argument("--probe-fraction", type=float, default=1.0, help="--probe-fraction of the search (default 1)")
+    parser.add_argument("--epochs", type=int, default=100, help="--epochs of the search: the run probes are priced against (default 100)")
     parser.add_argument("--max-map-loss", type=float, default=0.01, help="allowed mAP50-95 loss (default 0.01)")
     parser.add_argument("--probe-grow", type=float, default=300.0, help="--probe-grow of the search, seconds (default 300)")
     parser.add_argument("--truth-factor", type=int, default=3, help="long runs' epochs / probe epochs (default 3)")
     parser.add_argument("--truth-seeds", type=int, default=2, help="long runs per signature (default 2)")
-    parser.add_argument("--sets", default="small,large", help="which sets, comma-separated (default small,large)")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (new or empty) and keep it, instead of a temp dir")
-    args = parser.parse_args()
-    args.pretrain_epochs = {"small": args.pretrain_small, "large": args.pretrain_large}
-    return args
+    return parser.parse_args()
 
 
 def main() -> None:
     args = _arguments()
     started = time.perf_counter()
-    chosen = [s for s in SETS if s.name in args.sets.split(",")]
+    spec = next(s for s in SETS if s.name == args.set)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep).resolve() if args.keep else Path(tmp)
         if args.keep and root.exists() and any(root.iterdir()):
             raise SystemExit(f"--keep {root} is not empty; give a new or empty folder")
-        rows = [measure_set(spec, root / spec.name, args) for spec in chosen]
-    say(f"\nbaseline imgsz {args.base}, candidate imgsz {args.small}; probes {args.probe_epochs} epoch(s) x fraction "
-        f"{args.probe_fraction} from each set's checkpoint (grown within --probe-grow {args.probe_grow:g} s where not informative); "
-        f"long runs {args.truth_factor} x the probe epochs judged at, on the whole train set, x {args.truth_seeds} seed(s); "
-        f"allowed loss {args.max_map_loss}")
+        rows, base_s = measure_set(spec, root / spec.name, args)
+    say(f"\nset {spec.name}; baseline imgsz {args.base} freeze 0; probes {args.probe_epochs} epoch(s) x fraction "
+        f"{args.probe_fraction} from the set's checkpoint, priced against a {args.epochs}-epoch run; long runs "
+        f"{args.truth_factor} x the probe epochs judged at, on the whole train set, x {args.truth_seeds} seed(s) "
+        f"(the baseline's took {base_s:.0f} s, shared by every row); allowed loss {args.max_map_loss}")
     say("\n".join(table(rows, args.max_map_loss)))
     agreements = [outcome(row, args.max_map_loss)[2] for row in rows]
     say(f"\nagreement: {agreements.count('agree')} of {len(rows)} verdict(s) agreed with the long runs, "

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             study="search-efficiency", space_file=str(space_file), baseline=baseline, steps=args.steps,
             warmup=args.warmup, finalists=args.finalists, repeats=args.repeats, seed=args.seed, device="cpu",
             quality="probe", max_map_loss="1", probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
-            ablate=args.ablation, warm=not args.cold, ceiling_rank=args.ceiling_rank, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
+            epochs=args.epochs, ablate=args.ablation, warm=not args.cold, ceiling_rank=args.ceiling_rank, **({"stop_at_ceiling": 0.0} if args.no_stop_at_ceiling else {}),
         )
 
     planned = plan(config(grid_yaml))  # the space exactly as the search will see it (no storage touched)
@@ -269,6 +269,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="the search's finals rounds (default 2; 0: no finals)")
     parser.add_argument("--probe-epochs", type=int, default=1)
     parser.add_argument("--probe-fraction", type=float, default=0.25)
+    parser.add_argument("--epochs", type=int, default=100, help="the run the search's probes are priced against: "
+                        "a probe trains at most 5%% of it (8 epochs on the full set need --epochs 160 or more)")
     parser.add_argument("--seed", type=int, default=0, help="the search's sampler seed")
     parser.add_argument("--ablation", action="store_true", help="let the search run its ablation after the finals")
     parser.add_argument("--no-stop-at-ceiling", action="store_true", help="the search never stops at a ceiling")
