@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupt_on_sigterm()
     try:
         return int(args.run(args))
     except UsageError as exc:
@@ -45,6 +46,32 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the environment, not a bug: permissions, a full disk, a vanished file
         print(f"speedopt {args.command}: error: {os_problem(exc)}", file=sys.stderr)
         return 2
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (``kill PID``, a scheduler's stop, a closed terminal's supervisor) ends every command as Ctrl-C does:
+    KeyboardInterrupt, so a trial's process group is killed, its temp folder removed, an interrupted trial failed
+    for the rerun to retry, and the command says one line and exits 130. A second SIGTERM while that cleanup runs
+    is ignored (SIGKILL still ends it), so the cleanup is never cut short half-way. Only where SIGTERM still has
+    its default action: a caller that set its own handler keeps it."""
+    import os
+    import signal
+
+    owner = os.getpid()
+
+    def interrupt(signum: int, frame: object) -> None:
+        if os.getpid() != owner:  # a process forked from this one (a pool worker): SIGTERM ends it, as by default
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        pass
 
 
 def os_problem(exc: OSError) -> str:

@@ -78,7 +78,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "status and reason and count as violating the study's constraint, so the sampler avoids them and they are "
         "never recommended. Re-running the same command resumes the study and runs only the missing trials; "
         "a search interrupted (Ctrl-C) or killed mid-trial continues (the interrupted trial is failed and retried "
-        "with the same settings; an interrupted baseline stays the baseline); exit status 130 after Ctrl-C. Trials on one host "
+        "with the same settings; an interrupted baseline stays the baseline); exit status 130 after Ctrl-C or SIGTERM. Trials on one host "
         "never overlap: a host-wide lock serialises them across searches.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -221,7 +221,8 @@ INTERRUPTED = 130  # the shell's status for a process ended by SIGINT
 
 
 def resumable(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``command`` that answers Ctrl-C with one line and exit 130: the interrupted trial is retried on the rerun."""
+    """``command`` that answers Ctrl-C (or SIGTERM, see :func:`speedopt.cli.main`) with one line and exit 130: the
+    interrupted trial is retried on the rerun."""
 
     def run_it(args: argparse.Namespace) -> int:
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import signal
 from collections.abc import Callable
 
 from rich.console import Console
@@ -55,18 +54,7 @@ def _printer(console: Console) -> Callable[[TrialProgress], None]:
     return plain
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (``kill PID``, a scheduler's stop) ends a trial as Ctrl-C does: the trainer's process group is
-    killed, and its temp folder and the .npy files it added are removed before the exit (130)."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def run(args: argparse.Namespace) -> int:
-    _interrupt_on_sigterm()
     err = Console(stderr=True)
     knobs = dataclasses.replace(knobs_of(args), gpus=args.gpus)
     options = dict(

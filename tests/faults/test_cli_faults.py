@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
+from optuna.trial import TrialState
 
 from speedopt.cli import build_parser
 from tests.conftest import run_cli
-from tests.faults.conftest import one_line_error
+from tests.faults.conftest import Faults, no_traceback, one_line_error
+from tests.faults.test_storage_faults import TINY, _env, _study, _wait_running
 
 # -- item 6: every numeric option of every command has sane bounds -------------------------------------------
 
@@ -146,3 +154,54 @@ def test_the_search_plan_refuses_a_fixed_mode_the_trainer_does_not_take(demo_yam
     assert all(mode in str(refused.value) for mode in _modes())
     fine = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", fix=("compile=default",)))
     assert fine.protocol.space.domains["compile"].values() == ("default",)
+
+
+# -- item 8: SIGTERM ends every long command as Ctrl-C does -----------------------------------------------------
+
+
+def _speedopt_processes(tmp: object) -> list[psutil.Process]:
+    """The processes still running under the case's private temp folder (a trial's child, a warm worker)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            env = p.info["environ"] or {}
+        except psutil.Error:
+            continue
+        if env.get("TMPDIR") == str(tmp) and p.pid != os.getpid():
+            found.append(p)
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_mid_trial_ends_a_search_as_ctrl_c_does(faults: Faults) -> None:
+    # Issue 44 item 8: SIGTERM (`kill PID`, a scheduler's stop) killed a search silently (rc -15), its temp folder
+    # left until the next start, while the docs promise one line and exit 130 for Ctrl-C or SIGTERM.
+    data = faults.dataset()
+    url = f"sqlite:///{faults.work}/s.db"
+    args = ["search", "--data", str(data), "--storage", url, "--study", "term", "--trials", "2", "--repeats", "0", *TINY,
+            "--steps", "40", "--max-steps", "40"]  # long enough to still be measuring when the signal comes
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
+    proc = subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = _wait_running(url, "term", proc)
+    assert running.number == 0
+    proc.send_signal(signal.SIGTERM)  # the search process alone, as `kill PID` does: not its process group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "speedopt search: interrupted; run the same command to resume"
+    assert err.count("interrupted") == 1
+    deadline = time.monotonic() + 60
+    while _speedopt_processes(faults.tmp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _speedopt_processes(faults.tmp), "the trial's processes outlived the search"
+    assert sorted(p.name for p in faults.tmp.iterdir()) == []  # cleaned at once, not at the next start
+    assert [(t.number, t.state) for t in _study(url, "term").trials][:1] == [(0, TrialState.FAIL)]
+
+    again = faults.run(*args, env=_env(faults), timeout=600)  # resumable: the same command finishes the study
+    no_traceback(again)
+    assert again.returncode == 0, again.stderr[-3000:]
+    study = _study(url, "term")
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2
+    assert "trial 0 retried as trial" in again.stdout
+    faults.unchanged()
