@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Finals, TrialRecord, artifact_dir, open_storage, recommended_trial, schema
+from speedopt.study import Finals, TrialRecord, artifact_dir, is_claim, open_storage, recommended_trial, schema
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -93,11 +93,11 @@ def as_run(storage: BaseStorage) -> BaseStorage:
 
 
 def users_studies(storage: BaseStorage) -> BaseStorage:
-    """``storage`` with ``get_all_studies`` leaving out speedopt's internal studies (the probe cache)."""
+    """``storage`` with ``get_all_studies`` leaving out speedopt's internal studies (the probe cache, claims)."""
     every = storage.get_all_studies
 
     def studies(self: BaseStorage) -> list[FrozenStudy]:
-        return [s for s in every() if s.study_name != CACHE_STUDY]
+        return [s for s in every() if s.study_name != CACHE_STUDY and not is_claim(s.study_name)]
 
     storage.get_all_studies = types.MethodType(studies, storage)  # type: ignore[method-assign]
     return storage

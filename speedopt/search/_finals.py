@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.search import _sequential as sequential
-from speedopt.study import Finals, Repeat, TrialRecord, finalists, schema
+from speedopt.study import Finals, Repeat, TrialRecord, claimed, finalists, schema
 
 if TYPE_CHECKING:
     import optuna
@@ -35,16 +35,43 @@ def run(
     started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
     finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
     note: Callable[[str], None] = lambda line: None,
+    stale_s: float = 600.0,
 ) -> Finals | None:
     """Measure the finalists in up to ``repeats`` interleaved rounds, dropping a finalist (or ending the rounds)
     once the decision cannot change (:mod:`speedopt.search._sequential`); resumes stored finals of the same finalists.
 
-    None when there is nothing to compare (no baseline measured ok, or no other feasible config).
-    ``begin`` hears the finalists before the first measurement still missing (not at all when none is).
+    The finals' decisions are the study's, taken once: the first run to get here claims them in the storage
+    (:func:`~speedopt.study.claimed`) and measures; another run of the study waits (``note`` says so) and then
+    reads what they stored, measuring only what an owner that died left undone (``stale_s``: after so long
+    without a measurement, an owner on another host counts as gone). None when there is nothing to compare
+    (no baseline measured ok, or no other feasible config). ``begin`` hears the finalists before the first
+    measurement still missing (not at all when none is).
     """
     chosen = finalists(done, count)
     if repeats < 2 or not chosen:
         return None
+    with claimed(study._storage, study.study_name, "finals", stale_s, note) as claim:
+
+        def owned(knobs: Knobs) -> TrialResult:
+            claim.beat()
+            return measure(knobs)
+
+        return _rounds(study, {r.number: r for r in done}, chosen, repeats, owned, min_gain, begin, started, finished, note)
+
+
+def _rounds(
+    study: optuna.Study,
+    by_number: dict[int, TrialRecord],
+    chosen: tuple[int, ...],
+    repeats: int,
+    measure: Measure,
+    min_gain: float,
+    begin: Callable[[tuple[int, ...], int], None],
+    started: Callable[[int, int, TrialRecord], None],
+    finished: Callable[[int, TrialRecord, TrialResult], None],
+    note: Callable[[str], None],
+) -> Finals:
+    """The rounds still missing from the stored finals of ``chosen`` (new finals when they are other finalists)."""
     finals = schema.read_finals(study)
     if finals is None or finals.trials != chosen or finals.repeats != repeats:
         if finals is not None and finals.measured:  # other finalists now (the study grew): keep what was measured
@@ -54,7 +81,6 @@ def run(
         finals = replace(finals, min_gain=min_gain, dropped=(), end=None, end_why="")
         schema.write_finals(study, finals)
 
-    by_number = {r.number: r for r in done}
     said = set(finals.notes())
     if not finals.complete:
         begin(chosen, repeats)

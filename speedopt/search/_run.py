@@ -35,10 +35,12 @@ from speedopt.search._view import QuietView, View
 from speedopt.study import (
     GRACE_S,
     HEARTBEAT_S,
+    Claim,
     Need,
     Ranking,
     SearchOutcome,
     awaited,
+    claimed,
     open_storage,
     outcome,
     records,
@@ -136,8 +138,9 @@ def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: V
     if plan.create and (spent(study) >= p.trials or schema.read_stopped(study)):
         with clock.stage("finals"):
             _finals(plan, study, view, inputs)
-        with clock.stage("ablation"):
-            _ablation(plan, study, view, inputs)
+        # Decisions taken once, as the finals' are: the first run to get here owns them; another waits, then reads them.
+        with claimed(storage, study.study_name, "ablation", _longest_s(plan), view.note) as claim, clock.stage("ablation"):
+            _ablation(plan, study, view, inputs, claim)
         if plan.ends:
             with clock.stage("ends"):
                 ends(plan, study, view, inputs)
@@ -227,18 +230,30 @@ def _fill(
             view.note(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
 
 
+def _measure(plan: SearchPlan, view: View, inputs: Inputs, claim: Claim | None = None) -> Callable[[Knobs], TrialResult]:
+    """One measurement of the finals or the ablation (by the owner of ``claim``: each renews it first)."""
+
+    def one(knobs: Knobs) -> TrialResult:
+        if claim is not None:
+            claim.beat()
+        return measure(plan, request_for(plan, knobs, inputs), view, inputs)
+
+    return one
+
+
 def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
     """Re-measure the leaders beside the baseline in interleaved rounds (see :mod:`speedopt.search._finals`)."""
     p = plan.protocol
     finals = finals_mod.run(
-        study, records(study), p.finalists, p.repeats, lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
+        study, records(study), p.finalists, p.repeats, _measure(plan, view, inputs),
         p.min_gain, begin=view.finals_started, started=view.repeat_started, finished=view.repeat_finished, note=view.note,
+        stale_s=_longest_s(plan),
     )
     if finals is not None:
         write_finals_notes(study, finals)
 
 
-def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> None:
+def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs, claim: Claim) -> None:
     """Measure which change bought what on the path to the recommendation (see :mod:`speedopt.search._ablation`)."""
     p = plan.protocol
     if study.user_attrs.get(schema.ABLATE) != p.ablate:  # this run's choice, for the report
@@ -251,6 +266,6 @@ def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs)
         return request.message if isinstance(request, TrialResult) else request.infeasible
 
     ablation_mod.run(
-        study, records(study), schema.read_finals(study), lambda knobs: measure(plan, request_for(plan, knobs, inputs), view, inputs),
+        study, records(study), schema.read_finals(study), _measure(plan, view, inputs, claim),
         unrunnable, p.min_gain, begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
     )

@@ -19,6 +19,10 @@ from speedopt.study._bill import Bill as Bill
 from speedopt.study._bill import Stage as Stage
 from speedopt.study._bill import payback as payback
 from speedopt.study._ceilings import of_config as ceilings_of_config
+from speedopt.study._claim import Claim as Claim
+from speedopt.study._claim import claimed as claimed
+from speedopt.study._claim import is_claim as is_claim
+from speedopt.study._claim import worker_id as worker_id
 from speedopt.study._copies import COPY_FORMATS as COPY_FORMATS
 from speedopt.study._copies import LOSSLESS as LOSSLESS
 from speedopt.study._copies import DataCopy as DataCopy
@@ -42,7 +46,6 @@ from speedopt.study._recovery import recover_interrupted as recover_interrupted
 from speedopt.study._recovery import recover_stale as recover_stale
 from speedopt.study._recovery import retry_interrupted as retry_interrupted
 from speedopt.study._recovery import say_interrupted as say_interrupted
-from speedopt.study._recovery import worker_id as worker_id
 from speedopt.study._schema import flat_attrs
 from speedopt.study._space import Domain as Domain
 from speedopt.study._space import Space as Space

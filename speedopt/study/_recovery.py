@@ -6,7 +6,7 @@ same params and role (a retried baseline is the baseline), whichever way its run
 - Ctrl-C: the interrupted process fails its own trial and re-enqueues it (:func:`retry_interrupted`);
 - SIGKILL or a crash, same host: the next start sees the process gone (:func:`recover_interrupted`);
 - any host, RDB storages: the trial stops beating and is failed after the grace period
-  (Optuna's ``fail_stale_trials`` with :func:`~speedopt.study._storage.retry_callback`), which a
+  (Optuna's ``fail_stale_trials`` with :func:`~speedopt.study._storage.retry_callback`, claimed once: :func:`~speedopt.study._storage.retry_once`), which a
   worker waits out before it leaves a study short of its target (:func:`recover_stale`);
 - a failed trial that was never retried (an interrupt during the retry itself) is retried on the next start.
 """
@@ -19,11 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
-from speedopt.isolation import alive
+from speedopt.study._claim import process_alive, worker_id
 from speedopt.study._schema import FAILED_BECAUSE, ROLE, WORKER
-from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_callback
+from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_once
 
 if TYPE_CHECKING:
     import optuna
@@ -39,18 +37,6 @@ UNSAID = "its run ended without a result (process killed, interrupted, or cut of
 def say_interrupted(trial: optuna.Trial) -> None:
     """Record on ``trial`` that Ctrl-C interrupted it (before its state becomes FAIL: the report says why)."""
     trial.set_user_attr(FAILED_BECAUSE, INTERRUPTED)
-
-
-def worker_id() -> dict[str, Any]:
-    """This process as a trial records it: host, pid and start time (a pid alone may be reused)."""
-    me = psutil.Process()
-    return {"host": platform.node(), "pid": me.pid, "started": me.create_time()}
-
-
-def _alive(worker: dict[str, Any]) -> bool:
-    """Whether the process a trial recorded as its worker still runs (the same process: pid and start time)."""
-    pid, started = worker.get("pid"), worker.get("started")
-    return isinstance(pid, int) and isinstance(started, (int, float)) and alive(pid, float(started))
 
 
 def _here(trial: FrozenTrial) -> bool:
@@ -74,7 +60,8 @@ def _retried(trials: Iterable[FrozenTrial]) -> dict[int, int]:
 def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTrial, why: str) -> bool:
     """Fail ``trial`` (if still running), saying why, and re-enqueue it if it has a retry left.
 
-    True when it was re-enqueued; False for a retry that failed again, or a trial another process failed first.
+    True when it was re-enqueued here; False for a retry that failed again, or a trial another process failed or
+    retried first.
     """
     import optuna
     from optuna.trial import TrialState
@@ -88,8 +75,7 @@ def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTria
             return False  # another worker failed it (and retries it) first
     if len(trial.system_attrs.get("retry_history") or []) >= MAX_RETRY:
         return False
-    retry_callback()(study, storage.get_trial(trial._trial_id))
-    return True
+    return retry_once(study, storage.get_trial(trial._trial_id))  # False: another process retried it
 
 
 def retry_interrupted(study: optuna.Study, storage: BaseStorage, interrupted: dict[int, int]) -> list[int]:
@@ -115,7 +101,7 @@ def _abandoned(trial: FrozenTrial, now: dt.datetime) -> bool:
     failed longer than the grace period ago, so the process that failed it did not retry it."""
     worker = trial.user_attrs.get(WORKER) or {}
     if _here(trial):
-        return not _alive(worker)
+        return not process_alive(worker)
     ended = trial.datetime_complete
     return ended is None or (now - ended).total_seconds() > GRACE_S
 
@@ -135,7 +121,7 @@ def recover_interrupted(study: optuna.Study, storage: BaseStorage) -> list[int]:
     for trial in trials:
         if trial.number in retried:
             continue
-        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not _alive(trial.user_attrs.get(WORKER) or {})
+        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not process_alive(trial.user_attrs.get(WORKER) or {})
         left = trial.state == TrialState.FAIL and _abandoned(trial, now)
         if (dead_here or left) and _fail_and_retry(study, storage, trial, PROCESS_GONE):
             recovered.append(trial.number)

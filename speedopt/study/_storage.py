@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from speedopt import defaults
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
+from speedopt.study._claim import is_claim
 from speedopt.study._schema import PLANNED, check
 
 if TYPE_CHECKING:
@@ -78,23 +79,41 @@ def redact(text: str) -> str:
 
 
 def retry_callback() -> Callable[[optuna.Study, FrozenTrial], None]:
-    """Optuna's retry of a failed (stale or interrupted) trial: re-enqueued once with the same params.
+    """Optuna's retry of a failed (stale or interrupted) trial: :func:`retry_once`."""
+
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        retry_once(study, trial)
+
+    return callback
+
+
+def retry_once(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Re-enqueue a failed trial once with the same params; whether this call did.
 
     The retry keeps the trial's planned attrs (its role: a retried baseline is the baseline) and drops
-    what the failed run wrote (its worker, a partial measurement).
+    what the failed run wrote (its worker, a partial measurement). Processes that see the same failed trial at
+    once (two resumes, workers on several hosts) retry it once: the retry is claimed in the storage
+    (:func:`~speedopt.study._claim.try_claim`), and a trial already retried is not retried again.
     """
     import copy
 
     import optuna
 
-    retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)
+    from speedopt.study._claim import try_claim
 
-    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+    claim = try_claim(study._storage, study.study_name, f"retry-{trial.number}", GRACE_S)
+    if isinstance(claim, str):
+        return False  # another process retries it
+    try:
+        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        if any((t.system_attrs.get("retry_history") or [])[-1:] == [trial.number] for t in trials):
+            return False
         planned = copy.copy(trial)
         planned.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in PLANNED}
-        retry(study, planned)
-
-    return callback
+        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)(study, planned)
+        return True
+    finally:
+        claim.release()
 
 
 def url_for(text: str) -> str:
@@ -413,11 +432,11 @@ def storage_errors(url: str | None) -> Iterator[None]:
 
 
 def study_names(storage: BaseStorage) -> list[str]:
-    """The studies in a storage, speedopt's internal probe cache left out."""
+    """The studies in a storage, speedopt's internal ones (the probe cache, claims) left out."""
     import optuna
 
     summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    return [s.study_name for s in summaries if s.study_name != CACHE_STUDY]
+    return [s.study_name for s in summaries if s.study_name != CACHE_STUDY and not is_claim(s.study_name)]
 
 
 def find_study(storage_url: str | None, name: str | None, need: Need = Need.EXISTING) -> optuna.Study:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -197,3 +199,138 @@ def test_rerunning_a_finished_study_leaves_its_bill_as_it_was(small_study, demo_
         done = run_cli(*same, cwd=work)
         assert done.returncode == 0, done.stderr
         assert schema.read_bill(find_study(url, name)) == before, done.stdout
+
+
+# --- item 10: runs of one study racing ----------------------------------------------------------------------
+
+PG = os.environ.get("SPEEDOPT_TEST_POSTGRES")  # set by .ci/run, which starts a real server on loopback
+STORAGES = ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one"))]
+#: images/s of the finals' configs by their workers: the baseline (0) and the candidate (2), a round's noise apart.
+SPEEDS = {0: [10.0, 10.4, 9.8, 10.1], 2: [10.3, 10.2, 10.5, 9.9]}
+
+
+def _url(kind: str, tmp_path: Path) -> str:
+    return str(PG) if kind == "postgresql" else f"sqlite:///{tmp_path / 'race.db'}"
+
+
+def _measured(study: optuna.Study, workers: int, images_per_s: float, role: str | None = None) -> None:
+    """One trial measured ok and judged to keep accuracy, as a search stores it."""
+    from speedopt.knobs import Knobs
+    from speedopt.measure import TrialResult
+    from speedopt.quality import Feasibility, Verdict, signature
+    from speedopt.status import Status
+    from speedopt.study import schema
+
+    knobs = Knobs(workers=workers)
+    trial = study.ask()
+    if role:
+        trial.set_user_attr(schema.ROLE, role)
+    schema.write_measurement(trial, TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=images_per_s).to_dict())
+    schema.write_verdict(trial, Verdict(signature(knobs), Feasibility.FEASIBLE, reason="quality off").attrs())
+    study.tell(trial, images_per_s)
+
+
+def _run_finals(url: str, name: str, start: Any, out: Any) -> None:
+    """One run's finals (a process of its own, as a second resume is): 4 rounds of trial 1 beside the baseline,
+    each measurement 0.2 s; it puts how many it measured, the finals it ended with and what it was told."""
+    import time
+
+    from speedopt.measure import TrialResult
+    from speedopt.search import _finals as finals_mod
+    from speedopt.status import Status
+    from speedopt.study import Need, open_storage, records
+
+    study = optuna.load_study(study_name=name, storage=open_storage(url, Need.WRITE))
+    calls: list[int] = []
+    said: list[str] = []
+
+    def measure(knobs: Any) -> TrialResult:
+        time.sleep(0.2)
+        calls.append(knobs.workers)
+        speed = SPEEDS[knobs.workers][sum(1 for c in calls if c == knobs.workers) - 1]
+        return TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=speed)
+
+    start.wait()
+    finals = finals_mod.run(study, records(study), 1, 4, measure, note=said.append)
+    out.put((len(calls), None if finals is None else finals.to_attr(), said))
+
+
+def _recover(url: str, name: str, start: Any, out: Any) -> None:
+    """One run's recovery of the study's trials (a process of its own); it puts the trials it retried."""
+    from speedopt.study import Need, open_storage, recover_interrupted
+
+    storage = open_storage(url, Need.WRITE)
+    study = optuna.load_study(study_name=name, storage=storage)
+    start.wait()
+    out.put(recover_interrupted(study, storage))
+
+
+def _race(target: Any, url: str, name: str, runs: int) -> list[Any]:
+    """``runs`` processes started at once on one study; what each put, in the order they finished."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Barrier(runs), context.Queue()
+    processes = [context.Process(target=target, args=(url, name, start, out)) for _ in range(runs)]
+    for p in processes:
+        p.start()
+    results = [out.get(timeout=120) for _ in processes]
+    for p in processes:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    return results
+
+
+@pytest.mark.parametrize("kind", STORAGES)
+def test_two_resumes_racing_through_the_finals_take_their_decisions_once(kind: str, tmp_path: Path) -> None:
+    # Item 10: two resumes of one study each measured the finals and took their own sequential decisions; the
+    # stored record kept neither run's, and one run's log contradicted its summary. Now the first run to start
+    # them owns them; the other waits, measures nothing and reads the same finals.
+    import uuid
+
+    from speedopt.study import schema, study_names
+
+    url, name = _url(kind, tmp_path), f"race-{uuid.uuid4().hex[:8]}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    _measured(study, 0, 10.0, role="baseline")
+    _measured(study, 2, 10.6)
+    results = _race(_run_finals, url, name, runs=2)
+    stored = schema.read_finals(study)
+    assert stored is not None and stored.complete
+    measured = sorted(calls for calls, _, _ in results)
+    assert measured == [0, len(stored.measured)], results  # one run measured every round, the other none
+    assert all(finals == stored.to_attr() for _, finals, _ in results)  # both read the one record
+    waited = next(said for calls, _, said in results if calls == 0)
+    assert any("another run owns them" in line for line in waited), waited
+    from speedopt.study import is_claim
+
+    every = [s.study_name for s in optuna.get_all_study_summaries(study._storage)]
+    assert not any(is_claim(n) for n in every), every  # the claim went with its run
+    assert name in study_names(study._storage)
+
+
+@pytest.mark.parametrize("kind", STORAGES)
+def test_runs_recovering_one_failed_trial_at_once_retry_it_once(kind: str, tmp_path: Path) -> None:
+    # Item 10: on PostgreSQL both resumes retried the same killed worker's trial. A trial failed on another host
+    # more than the grace period ago is everyone's to retry: three runs see it at once, one retries it.
+    import datetime as dt
+    import uuid
+
+    from optuna.distributions import IntDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from speedopt.study import GRACE_S
+
+    url, name = _url(kind, tmp_path), f"retry-{uuid.uuid4().hex[:8]}"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    failed = create_trial(state=TrialState.FAIL, params={"workers": 2}, distributions={"workers": IntDistribution(0, 8)},
+                          user_attrs={"worker": {"host": "another-host", "pid": 4242, "started": 1.0}})
+    failed.datetime_start = dt.datetime.now() - dt.timedelta(seconds=10 * GRACE_S)
+    failed.datetime_complete = dt.datetime.now() - dt.timedelta(seconds=5 * GRACE_S)
+    study.add_trial(failed)
+    results = _race(_recover, url, name, runs=3)
+    retries = [t for t in study.get_trials() if t.system_attrs.get("failed_trial") == 0]
+    assert len(retries) == 1, (results, [t.number for t in retries])
+    assert sorted(map(len, results)) == [0, 0, 1] and retries[0].state == TrialState.WAITING
