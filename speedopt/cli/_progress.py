@@ -9,6 +9,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from speedopt.cli._render import shown_name
 from speedopt.knobs import Knobs, knobs_text
 from speedopt.measure import TrialProgress, TrialResult
 from speedopt.quality import Feasibility, Verdict
@@ -111,7 +112,7 @@ class PlainView(View):
 
     def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
         self.track.begin(plan, so_far)
-        self._say(f"study {plan.study_name} ({redact(plan.storage_url)}): {so_far.complete} of {plan.protocol.trials} trials complete")
+        self._say(f"study {shown_name(plan.study_name, markup=True)} ({redact(plan.storage_url)}): {so_far.complete} of {plan.protocol.trials} trials complete")
         for note in notes:
             self._say(f"note: {note}")
 

@@ -8,6 +8,21 @@ from speedopt.knobs import value_text
 from speedopt.measure import TrialResult
 
 
+def shown_name(name: object, markup: bool = False) -> str:
+    """A name read from storage (a study's name, the dataset path it stores) as a terminal may print it: unchanged
+    when every character is printable, else as ``speedopt import`` names it (Python's repr: ``'\\x1b[31m'``, never
+    the escape sequence itself), so an imported study cannot drive the user's terminal. ``markup``: also escaped
+    for rich, which would read ``[bold]`` in a name as markup."""
+    text = str(name)
+    if not text.isprintable():
+        text = repr(text)
+    if markup:
+        from rich.markup import escape
+
+        text = escape(text)
+    return text
+
+
 def _fmt(value: object, unit: str = "", digits: int = 2) -> str:
     if value is None:
         return "-"

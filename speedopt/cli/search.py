@@ -29,6 +29,7 @@ from speedopt.cli._options import (
     seconds,
 )
 from speedopt.cli._progress import view_for
+from speedopt.cli._render import shown_name
 from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
 from speedopt.knobs import knobs_text
@@ -257,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     result = speedopt.search(config, view=view_for(err), on_prepare=_prepare_printer(err))
     out = Console(soft_wrap=True)  # commands and figures stay whole lines, whatever the terminal width
-    out.print(f"study {result.study_name}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
+    out.print(f"study {shown_name(result.study_name, markup=True)}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
     if result.stopped:
         out.print(f"search stopped early: {result.stopped}", highlight=False)
     _print_quality(out, result)
@@ -303,7 +304,7 @@ def run_worker(args: argparse.Namespace) -> int:
     quiet_optuna()
     result = speedopt.worker(args.storage, args.study, view=view_for(Console(stderr=True)))
     target = result.protocol.trials if result.protocol else result.complete
-    print(f"study {result.study_name}: {result.complete} of {target} complete trials ({result.counts_text()}){result.failed_text()}")
+    print(f"study {shown_name(result.study_name)}: {result.complete} of {target} complete trials ({result.counts_text()}){result.failed_text()}")
     return 0
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from speedopt import defaults
 from speedopt.cli._options import add_storage, quiet_optuna
+from speedopt.cli._render import shown_name
 from speedopt.status import Status
 from speedopt.study import list_studies, redact
 
@@ -33,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
             "none measurable" if r.outcome.keep_settings else "-"
         )
         table.add_row(
-            r.study, str(r.trials), str(r.outcome.complete), str(r.outcome.by_status.get(Status.OK, 0)),
-            f"{best.images_per_s or 0:.1f}" if best else "-", speed, str(r.data),
+            shown_name(r.study, markup=True), str(r.trials), str(r.outcome.complete), str(r.outcome.by_status.get(Status.OK, 0)),
+            f"{best.images_per_s or 0:.1f}" if best else "-", speed, shown_name(r.data, markup=True),
         )
     Console().print(table)
     return 0

@@ -205,3 +205,30 @@ def test_sigterm_mid_trial_ends_a_search_as_ctrl_c_does(faults: Faults) -> None:
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 2
     assert "trial 0 retried as trial" in again.stdout
     faults.unchanged()
+
+
+# -- item 13: a name from storage is printed escaped -------------------------------------------------------------
+
+HOSTILE = "shared\x1b]0;owned\x07\x1b[31m-red"  # sets the terminal's title, then paints it red
+
+
+def test_studies_prints_a_stored_name_and_data_path_escaped(demo_yaml, tmp_path) -> None:
+    # Issue 44 item 13: an imported study's name reached the terminal raw: `speedopt studies` printed its escape
+    # sequences (a shared export could drive the user's terminal). A name with rich markup stays text too.
+    import dataclasses
+
+    import optuna
+
+    from speedopt.search import SearchConfig, plan
+    from speedopt.study import schema
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    proto = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off", storage=url)).protocol
+    for name, data in ((HOSTILE, "/data/\x1b[2J/data.yaml"), ("[bold]plain[/bold]", str(demo_yaml))):
+        study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+        schema.write_protocol(study, dataclasses.replace(proto, data=data))
+    done = run_cli("studies", "--storage", url, cwd=tmp_path, env={"COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
+    assert repr(HOSTILE) in done.stdout and "\\x1b[2J" in done.stdout, done.stdout
+    assert "[bold]plain[/bold]" in done.stdout  # shown as it is named, not read as markup
