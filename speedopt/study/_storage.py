@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from speedopt import defaults
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
+from speedopt.study._claim import PREFIX as CLAIM_PREFIX
 from speedopt.study._claim import is_claim
 from speedopt.study._schema import PLANNED, check
 
@@ -138,6 +139,8 @@ def check_study_name(name: str) -> str:
         raise UsageError(f"--study is {len(name)} characters long; Optuna storages hold at most {MAX_STUDY_NAME}")
     if name == CACHE_STUDY:
         raise UsageError(f"{CACHE_STUDY} is speedopt's probe cache; choose another --study name")
+    if is_claim(name):
+        raise UsageError(f"--study {name!r}: names starting with {CLAIM_PREFIX} are speedopt's claims; choose another --study name")
     return name
 
 
