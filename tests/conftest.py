@@ -13,6 +13,15 @@ import pytest
 from speedopt import data as demo_data
 from speedopt.isolation import LOCK_ENV, STATE_ENV
 
+#: The private folders this process made for its session (host lock, trial state), removed when it ends.
+_MADE: list[str] = []
+
+
+def _made(folder: str) -> str:
+    """``folder``, remembered for :func:`pytest_sessionfinish` to remove: a run leaves nothing in the temp folder."""
+    _MADE.append(folder)
+    return folder
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Tests (and the CLI processes they start) take a private host lock, never the real one: a
@@ -27,9 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # under pytest-xdist: each worker measures on its own
     if worker or LOCK_ENV not in os.environ:
-        os.environ[LOCK_ENV] = str(Path(tempfile.mkdtemp(prefix=f"speedopt-test-lock-{worker or ''}")) / "measure.lock")
+        os.environ[LOCK_ENV] = str(Path(_made(tempfile.mkdtemp(prefix=f"speedopt-test-lock-{worker or ''}"))) / "measure.lock")
     if worker or STATE_ENV not in os.environ:  # trials' leftover manifests: never in the user's ~/.cache
-        os.environ[STATE_ENV] = tempfile.mkdtemp(prefix=f"speedopt-test-state-{worker or ''}")
+        os.environ[STATE_ENV] = _made(tempfile.mkdtemp(prefix=f"speedopt-test-state-{worker or ''}"))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if worker and workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         # Each worker's trainers get their share of the cores, as each gets its own host lock. torch's
@@ -83,9 +92,13 @@ def shared_warm_worker(engine: str = "ultralytics") -> Any:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import shutil
+
     for worker in _SHARED.values():
         if worker is not None:
             worker.close()
+    for folder in _MADE:  # the session's own lock and state folders (each xdist worker removes its own)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)

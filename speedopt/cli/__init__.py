@@ -75,17 +75,18 @@ def interrupt_on_sigterm() -> None:
 
 
 def os_problem(exc: OSError) -> str:
-    """One line for an operating-system error that reached the top: what failed, on which path, and the fix."""
+    """One line for an operating-system error that reached the top: what failed, on which path (where the error
+    names one: a failed write to a stream such as stdout names none), and the fix."""
     import errno
 
-    where = f" {exc.filename}" if exc.filename else ""
     what = exc.strerror or str(exc) or type(exc).__name__
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p not in (None, "")]
     fixes = {
         errno.EACCES: "run where you can write, or point the command at a writable folder",
         errno.EPERM: "run where you can write, or point the command at a writable folder",
         errno.EROFS: "the filesystem is read-only; point the command at a writable folder",
         errno.ENOSPC: "free some disk space and run the same command again",
+        errno.EFBIG: "a file grew past the file size limit (ulimit -f, or the filesystem's); raise it or write elsewhere",
     }
     fix = fixes.get(exc.errno or 0)
-    return f"{what}:{where}" + (f"; {fix}" if fix else "")
-
+    return what + (f": {' -> '.join(paths)}" if paths else "") + (f"; {fix}" if fix else "")

@@ -112,6 +112,15 @@ def no_traceback(done: subprocess.CompletedProcess) -> None:
     assert "Traceback" not in everything, everything[-3000:]
 
 
+def needs_classic_yolov5() -> None:
+    """Skip the calling test, saying why, where the classic YOLOv5 code (the ``yolov5`` extra) is not installed:
+    a case about the classic engine cannot run without it, and is no failure of speedopt's."""
+    import importlib.util
+
+    if importlib.util.find_spec("yolov5") is None:  # what `import yolov5` would fail on, without importing torch
+        pytest.skip("the classic YOLOv5 code is not installed: pip install -e '.[yolov5]'")
+
+
 def chattr_available() -> bool:
     return shutil.which("chattr") is not None and os.geteuid() == 0
 

@@ -232,3 +232,64 @@ def test_studies_prints_a_stored_name_and_data_path_escaped(demo_yaml, tmp_path)
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout)
     assert repr(HOSTILE) in done.stdout and "\\x1b[2J" in done.stdout, done.stdout
     assert "[bold]plain[/bold]" in done.stdout  # shown as it is named, not read as markup
+
+
+# -- also: an OS error's line names its path, or ends cleanly without one ------------------------------------
+
+
+def test_a_full_disk_on_stdout_is_one_clean_line(tmp_path) -> None:
+    # Issue 44: the ENOSPC line read "No space left on device:; free some disk space ..." (a write to a stream names
+    # no path). /dev/full answers every write with ENOSPC: the command's stdout is that device here.
+    import contextlib
+    import io
+
+    from speedopt.cli import main
+
+    err = io.StringIO()
+    full = open("/dev/full", "w", buffering=1)  # line-buffered: the printed path is written, and refused, at once
+    try:
+        with contextlib.redirect_stdout(full), contextlib.redirect_stderr(err):
+            code = main(["demo-data", str(tmp_path / "d"), "--train", "1", "--val", "1", "--size", "32x32"])
+    finally:
+        with contextlib.suppress(OSError):
+            full.close()
+    assert code == 2
+    assert err.getvalue() == "speedopt demo-data: error: No space left on device; free some disk space and run the same command again\n"
+
+
+@pytest.mark.slow
+def test_a_file_too_large_is_one_clean_line_with_its_fix(tmp_path) -> None:
+    # Issue 44: the EFBIG line read "File too large:" and stopped. Here stdout is a file already at the process's
+    # file size limit (RLIMIT_FSIZE, SIGXFSZ ignored as a shell's `ulimit -f` user would see it): the print fails.
+    import resource
+
+    limit = 1 << 20
+    out = tmp_path / "out.txt"
+    out.write_bytes(b"x" * limit)
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    with open(out, "ab") as stdout:
+        done = subprocess.run([sys.executable, "-m", "speedopt", "demo-data", str(tmp_path / "d"), "--train", "1", "--val", "1",
+                               "--size", "32x32"], stdout=stdout, stderr=subprocess.PIPE, text=True, preexec_fn=limited,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == ["speedopt demo-data: error: File too large; a file grew past the file size limit "
+                                        "(ulimit -f, or the filesystem's); raise it or write elsewhere"], done.stderr
+
+
+def test_a_test_run_leaves_no_folders_in_the_temp_folder(tmp_path) -> None:
+    # Issue 44: each test run left empty speedopt-test-state-* (and speedopt-test-lock-*) folders in the temp folder.
+    # One short run of the suite's own conftest, with a private temp folder and none of this run's variables.
+    from speedopt.isolation import LOCK_ENV, STATE_ENV
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in (LOCK_ENV, STATE_ENV) and not k.startswith("PYTEST_")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "tests/test_knobs.py", "-k", "imgsz_rounds_up"], capture_output=True, text=True, timeout=300,
+                          env={**env, "TMPDIR": str(tmp)}, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("speedopt-test-")] == []

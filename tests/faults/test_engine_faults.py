@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,12 +9,13 @@ import sys
 import pytest
 
 from speedopt.engines.yolov5 import Yolov5Engine
-from tests.faults.conftest import Faults, one_line_error
+from tests.faults.conftest import Faults, needs_classic_yolov5, one_line_error
 
 
 def test_a_lossless_copy_for_the_classic_engine_is_refused_for_what_it_is(faults: Faults) -> None:
     # Issue 27 item 12: with --prepare png the refusal said "the prepared copy is JPEG". The copy is PNG;
     # what keeps it from being accuracy-neutral is classic train.py's own resize, not the format.
+    needs_classic_yolov5()
     data = faults.dataset()
     space = faults.work / "space.yaml"
     space.write_text("data: [original, resized]\nimgsz: [64]\n")
@@ -58,8 +58,7 @@ def test_the_label_cache_is_built_with_upstream_masters_dataset_signature(faults
     # Issue 27 item 13: with upstream master as --yolov5-dir the labels job failed with "TypeError:
     # LoadImagesAndLabels.__init__() got an unexpected keyword argument 'workers'", and every trial scanned.
     # The pip package's own signature (with workers) is the label-cache test's in tests/engines/test_label_cache.py.
-    if importlib.util.find_spec("yolov5") is None:
-        pytest.skip("the classic YOLOv5 code is not installed: pip install -e '.[yolov5]'")
+    needs_classic_yolov5()
     data = faults.dataset()
     cache = faults.tmp / "speedopt-cache"  # the engine's environment and offline set-up, as a labels job gets them
     env = {**os.environ, **Yolov5Engine().environment(cache), "TMPDIR": str(faults.tmp)}

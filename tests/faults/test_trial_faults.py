@@ -26,7 +26,7 @@ import pytest
 
 from speedopt.isolation import LOCK_ENV, STATE_ENV
 from tests.conftest import run_cli
-from tests.faults.conftest import Faults, freeze, one_line_error, tree
+from tests.faults.conftest import Faults, freeze, needs_classic_yolov5, one_line_error, tree
 
 # Tiny trials: 64 px, batch 4, CPU. LONG measures long enough (60 steps) to be caught while measuring.
 FAST = ["--model", "yolov5n", "--imgsz", "64", "--batch", "4", "--steps", "2", "--warmup", "1", "--device", "cpu"]
@@ -379,6 +379,7 @@ def test_sigkill_while_measuring_with_disk_cache_is_swept_by_the_next_trial(faul
 def test_sigkill_of_a_classic_trials_process_group_while_measuring(faults, state):
     # Dataloader workers (the classic engine runs them on CPU) killed with the group leave temp files too:
     # in the child's own folder (the case's temp folder is short, as /tmp is), which the sweep removes.
+    needs_classic_yolov5()
     data = faults.dataset(train=32)
     before = _files(data.parent)
     proc = _start(faults, "--data", str(data), "--engine", "yolov5", "--workers", "1", *LONG, "--cache", "disk", env=state, session=True)
@@ -437,6 +438,7 @@ time.sleep(600)
 @pytest.mark.slow
 def test_a_classic_trial_longer_than_an_epoch_runs(faults):
     # 48 images at batch 8: an epoch is 6 batches, and 2 warm-up + 6 measured batches cross its end.
+    needs_classic_yolov5()
     data = faults.dataset(train=48)
     done = faults.run(
         "trial", "--data", str(data), "--engine", "yolov5", "--model", "yolov5n", "--imgsz", "64", "--batch", "8",
@@ -469,6 +471,7 @@ def test_a_trial_with_loader_workers_runs_under_a_temp_folder_too_long_for_socke
     # Under a TMPDIR of 76 bytes or more, a loader worker's feeder thread failed ("OSError: AF_UNIX path too
     # long"), dropped the batch, and the trial waited for it until its timeout. (The classic engine: on CPU
     # Ultralytics runs workers=0 whatever it is asked.)
+    needs_classic_yolov5()
     data = faults.dataset()
     tmp = _long_tmp(faults)
     before = _socket_folders()
@@ -487,6 +490,7 @@ def test_a_search_under_a_temp_folder_too_long_for_sockets_says_what_it_means_fo
 ) -> None:
     from speedopt.search import SearchConfig, plan
 
+    needs_classic_yolov5()
     monkeypatch.setattr(tempfile, "tempdir", str(_long_tmp(faults)))
     config = SearchConfig(data=str(faults.dataset()), device="cpu", engine="yolov5",  # Ultralytics runs workers=0 on CPU
                           baseline="model=yolov5n imgsz=64 batch=4 workers=1")
