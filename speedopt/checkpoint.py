@@ -6,10 +6,15 @@ weights_only=False)`` of a crafted checkpoint runs its code, here in speedopt's 
 any trial's sandbox. ``weights_only=True`` is no way out: a YOLO checkpoint pickles whole
 ``DetectionModel`` objects, which it refuses. So :func:`peek` never unpickles for real: every
 class or function the pickle names resolves to an inert stand-in (:class:`_Inert`) that records
-the name and accepts any arguments, and tensors' storages are never read. What comes back is the
-top-level keys and the set of names the file refers to; :func:`foreign` says which name no
-Ultralytics or yolov5 checkpoint needs. The trainer itself loads the file later, inside the trial's
-child process, as the user's own training run would.
+the name, and whether the file calls it, and tensors' storages are never read. :func:`refusal` then
+holds that against an allowlist of exact names (:data:`CALLED`, :data:`REBUILT`), read from the
+checkpoints both trainers write (tests/test_checkpoint.py builds them and checks every name is here).
+The trainer itself loads the file later, inside the trial's child process, as the user's own training
+run would.
+
+Only the zip format (torch >= 1.6, what both trainers write) is accepted, read as torch reads it: the
+legacy format carries pickles torch loads that no inspection here reads (the storage keys; a tar
+variant), so it is refused with the way to re-save it (issue 44).
 """
 
 from __future__ import annotations
@@ -17,44 +22,95 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from speedopt.errors import UsageError
 
 _TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER (the legacy, non-zip format)
+_ZIP_MAGIC = b"PK\x03\x04"  # how torch.serialization._is_zipfile tells the zip format: the file's first bytes
 _MAX_PICKLE = 256 << 20  # a YOLO checkpoint's pickle (storages apart) is a few hundred kB
 
-#: Packages a YOLO checkpoint's classes come from (any module inside; plain names only).
-_PACKAGES = ("torch", "numpy", "ultralytics", "yolov5", "models", "utils")
-#: Standard-library names a checkpoint's plain data may need.
-_STDLIB = {
-    "builtins": {"set", "frozenset", "slice", "range", "complex", "bytearray", "bytes", "object"},
-    "__builtin__": {"set", "frozenset", "slice", "complex", "bytearray", "object"},  # protocol 2's name for builtins
-    "collections": {"OrderedDict", "defaultdict", "deque"},
-    "_codecs": {"encode"},  # how protocol 2 pickles bytes (numpy arrays)
-    "copyreg": {"_reconstructor"},
-    "copy_reg": {"_reconstructor"},
-    "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
-    "argparse": {"Namespace"},
-    "types": {"SimpleNamespace"},
-    "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath", "PureWindowsPath"},
+
+def _names(module: str, *names: str) -> set[tuple[str, str]]:
+    return {(module, name) for name in names}
+
+
+#: Globals a checkpoint may call with arguments (REDUCE): tensor and container rebuilders, plain data types.
+#: Each does nothing but build a value from its arguments.
+CALLED: frozenset[tuple[str, str]] = frozenset(
+    _names("torch._utils", "_rebuild_tensor_v2", "_rebuild_parameter")
+    | _names("torch", "Size", "device")
+    | _names("collections", "OrderedDict")
+    | _names("__builtin__", "set", "frozenset", "complex", "slice", "bytearray")  # protocol 2's name for builtins
+    | _names("builtins", "set", "frozenset", "complex", "slice", "bytearray")
+    | _names("_codecs", "encode")  # how protocol 2 pickles bytes (numpy scalars)
+    | _names("numpy", "dtype")
+    | _names("numpy.core.multiarray", "scalar", "_reconstruct")  # numpy < 2
+    | _names("numpy._core.multiarray", "scalar", "_reconstruct")
+    | _names("datetime", "datetime", "date", "timedelta")
+    | _names("pathlib", "Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath")
+    | _names("pathlib._local", "Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath")
+    | _names("argparse", "Namespace")
+    | _names("types", "SimpleNamespace")
+    | _names("ultralytics.utils", "IterableSimpleNamespace")
+)
+
+_TORCH_LAYERS = {
+    "activation": ("SiLU", "ReLU", "LeakyReLU", "Hardswish", "Mish", "GELU", "Sigmoid", "Tanh", "ReLU6", "Hardsigmoid",
+                   "ELU", "MultiheadAttention"),
+    "batchnorm": ("BatchNorm2d",), "container": ("Sequential", "ModuleList"), "conv": ("Conv2d", "ConvTranspose2d"),
+    "linear": ("Identity", "Linear", "NonDynamicallyQuantizableLinear"), "pooling": ("MaxPool2d",),
+    "upsampling": ("Upsample",), "dropout": ("Dropout",), "padding": ("ZeroPad2d",),
 }
+_CLASSIC_LAYERS = {  # the classic yolov5 model's classes, as its pip package and its checkout (GitHub releases) name them
+    "models.common": ("Conv", "C3", "Bottleneck", "SPPF", "SPP", "Concat", "Focus", "BottleneckCSP", "DWConv",
+                      "GhostConv", "GhostBottleneck", "C3Ghost", "C3TR", "C3SPP", "C3x", "CrossConv", "Contract",
+                      "Expand", "DWConvTranspose2d", "TransformerBlock", "TransformerLayer"),
+    "models.yolo": ("Detect", "DetectionModel", "Model"),
+    "models.experimental": ("MixConv2d", "CrossConv", "Sum"),
+}
+_ULTRALYTICS_LAYERS = {
+    "ultralytics.nn.tasks": ("DetectionModel",),
+    "ultralytics.nn.modules.conv": ("Conv", "Concat", "DWConv", "GhostConv", "Focus", "ConvTranspose",
+                                    "DWConvTranspose2d"),
+    "ultralytics.nn.modules.block": ("Bottleneck", "C3", "DFL", "SPPF", "SPP", "BottleneckCSP", "C3Ghost",
+                                     "GhostBottleneck", "C3TR", "C3x", "C1", "C2", "C2f"),
+    "ultralytics.nn.modules.head": ("Detect",),
+    "ultralytics.nn.modules.transformer": ("TransformerBlock", "TransformerLayer"),
+}
+#: Classes a checkpoint may only rebuild from saved state (NEWOBJ: ``cls.__new__`` and ``__setstate__``, never
+#: ``__init__``), plus the storage types its tensors name: the YOLOv5 models of both trainers, every layer their
+#: model yamls build, and numpy's array type (an argument of ``_reconstruct``).
+REBUILT: frozenset[tuple[str, str]] = frozenset(
+    {(f"torch.nn.modules.{m}", n) for m, names in _TORCH_LAYERS.items() for n in names}
+    | {(p + m, n) for m, names in _CLASSIC_LAYERS.items() for n in names for p in ("", "yolov5.")}
+    | {(m, n) for m, names in _ULTRALYTICS_LAYERS.items() for n in names}
+    | _names("torch", *(f"{t}Storage" for t in ("Float", "Half", "BFloat16", "Double", "Long", "Int", "Short",
+                                                   "Char", "Byte", "Bool")))
+    | _names("numpy", "ndarray")
+)
 
 
 class _Inert:
-    """Stands in for every class and function a pickle names: building, calling or filling it runs nothing."""
+    """Stands in for every class and function a pickle names (one subclass per name, :meth:`_Reader.find_class`):
+    building, calling or filling it runs nothing, and it notes when the file calls it."""
+
+    ref: ClassVar[tuple[str, str]] = ("", "")
+    calls: ClassVar[set[tuple[str, tuple[str, str]]]] = set()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Inert:
-        return object.__new__(cls)
+        return object.__new__(cls)  # NEWOBJ (the class rebuilt from state) ends here
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
+        self.calls.add(("calls", self.ref))  # REDUCE/OBJ/INST: the class or function called, its code run
 
     def __call__(self, *args: Any, **kwargs: Any) -> _Inert:
-        return _Inert()
+        self.calls.add(("calls an object of", self.ref))  # no checkpoint calls an object it holds
+        return self
 
     def __setstate__(self, state: Any) -> None:
         pass
@@ -70,18 +126,28 @@ class _Inert:
 
 
 class _Reader(pickle.Unpickler):
-    """An unpickler whose every global is :class:`_Inert` and every persistent id (a storage) too."""
+    """An unpickler whose every global is a stand-in (:class:`_Inert`) and every persistent id (a storage) too;
+    what it meets goes into ``names`` and ``calls``, shared by the readers of one file."""
 
-    def __init__(self, file: IO[bytes], names: set[tuple[str, str]]):
+    def __init__(self, file: IO[bytes], names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]]):
         super().__init__(file)
-        self.names = names
+        self.names, self.calls = names, calls
+        self._standins: dict[tuple[str, str], type[_Inert]] = {}
+
+    def _standin(self, ref: tuple[str, str]) -> type[_Inert]:
+        if ref not in self._standins:
+            self._standins[ref] = type("_Standin", (_Inert,), {"ref": ref, "calls": self.calls})
+        return self._standins[ref]
 
     def find_class(self, module: str, name: str) -> Any:
         self.names.add((module, name))
-        return _Inert
+        return self._standin((module, name))
 
     def persistent_load(self, pid: Any) -> Any:
-        return _Inert  # a storage, or (legacy format) a module's class: the class serves as both
+        if isinstance(pid, tuple) and len(pid) > 1 and pid[0] == "module":  # legacy: a model's class, by reference
+            return pid[1]  # the stand-in find_class made for it: rebuilt with NEWOBJ as a class
+        storage = self._standin(("<storage>", "storage"))
+        return storage.__new__(storage)  # built, not called: torch's loader makes it from the id
 
 
 @dataclass(frozen=True)
@@ -90,56 +156,118 @@ class Peek:
 
     keys: frozenset[str]  # the top-level dict's keys (empty when the top level is not a dict)
     names: frozenset[tuple[str, str]]  # every (module, name) the pickle refers to
+    calls: frozenset[tuple[str, tuple[str, str]]] = frozenset()  # (how, (module, name)) of each call it makes
+    legacy: bool = False  # torch's legacy (pre-1.6, non-zip) format: refused, whatever it holds
 
 
 def peek(path: Path) -> Peek:
-    """The keys and referenced names of a torch checkpoint (zip or legacy format); ValueError when it is none."""
+    """The keys, referenced names and calls of a torch checkpoint, read as torch reads it (zip or legacy format:
+    ``legacy`` says which); ValueError when it is none."""
     names: set[tuple[str, str]] = set()
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            pickles = [i for i in archive.infolist() if i.filename.endswith("/data.pkl") and i.filename.count("/") == 1]
-            if len(pickles) != 1:
-                raise ValueError("a zip file, but not a torch checkpoint (no single <archive>/data.pkl)")
-            if pickles[0].file_size > _MAX_PICKLE:
-                raise ValueError("its pickle is too large for a checkpoint")
-            top = _Reader(io.BytesIO(archive.read(pickles[0])), names).load()
-    else:
-        with open(path, "rb") as f:
-            if _Reader(f, names).load() != _TORCH_MAGIC:
+    calls: set[tuple[str, tuple[str, str]]] = set()
+    with open(path, "rb") as f:
+        if f.read(len(_ZIP_MAGIC)) != _ZIP_MAGIC:  # what torch.load takes for the legacy format
+            f.seek(0)
+            if _Reader(f, names, calls).load() != _TORCH_MAGIC:
                 raise ValueError("not a torch checkpoint (no torch magic number)")
-            _Reader(f, names).load()  # protocol version
-            _Reader(f, names).load()  # system info
-            top = _Reader(f, names).load()
+            _Reader(f, names, calls).load()  # protocol version
+            _Reader(f, names, calls).load()  # system info
+            top = _Reader(f, names, calls).load()  # then the storage keys, unpickled by torch, never inspected here
+            return _peeked_as(top, names, calls, legacy=True)
+        _one_central_directory(f)
+    with zipfile.ZipFile(path) as archive:
+        data = _data_pickle(archive)
+        if data.file_size > _MAX_PICKLE:
+            raise ValueError("its pickle is too large for a checkpoint")
+        top = _Reader(io.BytesIO(archive.read(data)), names, calls).load()
+    return _peeked_as(top, names, calls, legacy=False)
+
+
+def _peeked_as(top: Any, names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]], legacy: bool) -> Peek:
     keys = frozenset(k for k in top if isinstance(k, str)) if isinstance(top, dict) else frozenset()
-    return Peek(keys=keys, names=frozenset(names))
+    return Peek(keys=keys, names=frozenset(names), calls=frozenset(calls), legacy=legacy)
+
+
+def _one_central_directory(f: IO[bytes]) -> None:
+    """The archive's central directory ends where its end record says, as torch's writer leaves it: a reader that
+    trusts the recorded offset (torch's) and one that trusts the position (Python's) then read the same entries."""
+    f.seek(0, io.SEEK_END)
+    size = f.tell()
+    if size < 22:
+        raise ValueError("a truncated zip file")
+    f.seek(size - 22)
+    end = f.read(22)
+    if end[:4] != b"PK\x05\x06" or struct.unpack("<H", end[20:22])[0] != 0:
+        raise ValueError("a zip file with a comment or trailing data, which torch never writes")
+    cd_size, cd_offset = struct.unpack("<LL", end[12:20])
+    stop = size - 22
+    if size >= 42:
+        f.seek(size - 42)
+        locator = f.read(20)
+        if locator[:4] == b"PK\x06\x07":  # a zip64 end record (torch writes one): its values count
+            stop = struct.unpack("<Q", locator[8:16])[0]
+            f.seek(stop)
+            record = f.read(56)
+            if record[:4] != b"PK\x06\x06":
+                raise ValueError("a damaged zip64 end record")
+            cd_size, cd_offset = struct.unpack("<QQ", record[40:56])
+    if cd_offset + cd_size != stop:
+        raise ValueError("a zip file whose central directory is not where its end record says")
+
+
+def _data_pickle(archive: zipfile.ZipFile) -> zipfile.ZipInfo:
+    """The one ``<archive>/data.pkl`` torch unpickles; ValueError for an archive torch would read otherwise (names
+    that differ only in case, entries outside one folder) or hand to ``torch.jit.load`` (a ``constants.pkl``)."""
+    infos = archive.infolist()
+    folders = {i.filename.split("/", 1)[0] for i in infos}
+    lowered = [i.filename.lower() for i in infos]
+    if len(folders) != 1 or len(set(lowered)) != len(lowered) or any(i.filename.count("/") < 1 for i in infos):
+        raise ValueError("a zip file, but not a torch checkpoint (one folder, distinct names)")
+    if any(name.split("/", 1)[1] == "constants.pkl" for name in lowered):
+        raise ValueError("a TorchScript archive, not a checkpoint (torch.load would run it with torch.jit.load)")
+    pickles = [i for i in infos if i.filename.count("/") == 1 and i.filename.lower().endswith("/data.pkl")]
+    if len(pickles) != 1:
+        raise ValueError("a zip file, but not a torch checkpoint (no single <archive>/data.pkl)")
+    return pickles[0]
+
+
+def refusal(inside: Peek) -> str | None:
+    """Why a peeked checkpoint may not be loaded (a name or a call no YOLO checkpoint has), or None."""
+    for module, name in sorted(inside.names):
+        if (module, name) not in CALLED and (module, name) not in REBUILT:
+            return f"refers to {module}.{name}, which no Ultralytics or yolov5 checkpoint needs"
+    for how, (module, name) in sorted(inside.calls):
+        if how != "calls" or (module, name) not in CALLED:
+            return f"{how} {module}.{name}, which no Ultralytics or yolov5 checkpoint does"
+    return None
 
 
 def foreign(names: frozenset[tuple[str, str]]) -> str | None:
-    """The first referenced name (``module.name``) that no YOLO checkpoint needs, or None."""
-    for module, name in sorted(names):
-        package = module.split(".")[0]
-        plain = name.isidentifier()  # no dotted path: "os.system" inside an allowed module is refused
-        if plain and (package in _PACKAGES or name in _STDLIB.get(module, ())):
-            continue
-        return f"{module}.{name}"
-    return None
+    """The first referenced name (``module.name``) that is on neither allowlist, or None."""
+    return next((f"{m}.{n}" for m, n in sorted(names) if (m, n) not in CALLED and (m, n) not in REBUILT), None)
 
 
 def check_checkpoint(path: Path, what: str) -> None:
     """Refuse, with one line naming ``what`` (``--weights x.pt``, ``model x.pt``), a file that is no YOLO
-    checkpoint or refers to code no checkpoint needs: the trainer unpickles it, which would run that code.
-    Every checkpoint handed to a trainer passes here first, read inertly (:func:`peek`), never loaded."""
+    checkpoint, is in the legacy format, or names or calls code no checkpoint needs: the trainer unpickles it,
+    which would run that code. Every checkpoint handed to a trainer passes here first, read inertly
+    (:func:`peek`), never loaded."""
     try:
         inside = _peeked(str(path), *_stamp(path))
     except Exception:  # an inert unpickler fails on bad data only, in many ways: none of them is ours
         inside = None
     if inside is None or not ({"model", "ema"} & inside.keys):
         raise UsageError(f"{what} is not a YOLO checkpoint (a torch file with a 'model' entry)")
-    stranger = foreign(inside.names)
-    if stranger is not None:
+    why = refusal(inside)
+    if why is not None:
         raise UsageError(
-            f"{what} refers to {stranger}, which no Ultralytics or yolov5 checkpoint needs: refusing it "
-            "(loading it would run that code); give a checkpoint saved by the trainer itself"
+            f"{what} {why}: refusing it (loading it would run that code); give a checkpoint saved by the trainer itself"
+        )
+    if inside.legacy:
+        raise UsageError(
+            f"{what} is in torch's legacy (pre-1.6, non-zip) format, whose storage keys torch unpickles with no check: "
+            f"refusing it; if you trust the file, re-save it in the zip format: python -c \"import torch; "
+            f"torch.save(torch.load({str(path)!r}, weights_only=False), {str(path)!r})\""
         )
 
 
