@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from speedopt._model_yaml import check_model_yaml
 from speedopt.checkpoint import check_checkpoint, check_weights_file
 from speedopt.errors import UsageError
 
@@ -99,6 +100,8 @@ def resolve_model(model: str) -> str:
             raise UsageError(f"model file not found: {text}; give a local .pt/.yaml file or one of {', '.join(MODEL_SCALES)}")
         if path.suffix == ".pt":  # the trainer unpickles it: a crafted file would run its code there
             check_checkpoint(path, f"model {text}")
+        else:  # the trainer evaluates strings of it: a crafted yaml would run its code there
+            check_model_yaml(path.resolve(), f"model {text}")
         return str(path.resolve())
     raise UsageError(f"unknown model {shown(text)}; use one of {', '.join(MODEL_SCALES)}, or a local .pt/.yaml file")
 

@@ -157,7 +157,13 @@ class UltralyticsEngine(Engine):
         # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
         # off telemetry and integrations (an installed mlflow would otherwise log every trial). Called in
         # the parent: the trial reads data.yaml against the user's working directory and datasets_dir.
-        return {"YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config"), **resolution_env()}
+        # ULTRALYTICS_SAFE_LOAD (read by Ultralytics >= 8.4's nn/tasks.py; ignored by older ones): checkpoints load
+        # with weights_only=True and an allowlist, and a model yaml's activation is parsed, never eval()'d (issue 44;
+        # speedopt inspects both before a trial starts, speedopt.checkpoint and speedopt._model_yaml).
+        return {
+            "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config"), "ULTRALYTICS_SAFE_LOAD": "1",
+            **resolution_env(),
+        }
 
     def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
         # `yolo` and `from ultralytics import YOLO` import ultralytics before torch, and ultralytics sets
