@@ -57,6 +57,20 @@ _FLAG_KEYS = ("inplace", "end2end")
 _TEXT_KEYS = ("scale", "yaml_file", "text_model")  # read as names, never evaluated
 _TEXT = re.compile(r"[\w.:/ -]{0,200}")
 _MAX_NODES = 100_000  # a yaml's aliases can make a small file a huge tree: a model yaml has a few hundred values
+_MAX_DEPTH = 64  # brackets nested deeper than this are no model yaml (the trainers' own nest 3 deep)
+
+
+def _flow_depth(raw: bytes) -> int:
+    """The deepest nesting of ``[`` and ``{`` in ``raw``: a cheap bound checked before any parser recurses
+    (a parser spends seconds on 50,000 brackets before its recursion gives up)."""
+    depth = most = 0
+    for byte in raw:
+        if byte in b"[{":
+            depth += 1
+            most = max(most, depth)
+        elif byte in b"]}":
+            depth = max(0, depth - 1)
+    return most
 
 
 def check_model_yaml(path: Path, what: str) -> None:
@@ -68,6 +82,8 @@ def check_model_yaml(path: Path, what: str) -> None:
 
 
 def _check_one(path: Path, what: str) -> None:
+    if _flow_depth(path.read_bytes()) > _MAX_DEPTH:
+        raise UsageError(f"{what} nests brackets more than {_MAX_DEPTH} deep: that is no model yaml; give a model .yaml the trainer reads")
     readings = list(_readings(path))
     if not readings:
         raise UsageError(f"{what} is not a YAML model file (it does not parse); give a model .yaml the trainer reads")

@@ -175,6 +175,7 @@ def test_names_a_checkpoint_never_needs_are_foreign():
     assert foreign(frozenset({("ultralytics.utils.downloads", "safe_download")})) == "ultralytics.utils.downloads.safe_download"
 
 
+@pytest.mark.slow  # imports both trainers' model modules (about 3 s)
 def test_the_allowlists_hold_classes_and_rebuilders_only():
     """Every allowlisted name that imports here is what its list says: a class (rebuilt from state) or a data
     constructor, never a function that acts on the world (the names of other numpy or torch versions may not import)."""

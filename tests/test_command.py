@@ -2,6 +2,7 @@
 
 import dataclasses
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -90,8 +91,10 @@ def test_train_py_round_trip(knobs, device):
 
 
 def test_train_py_round_trip_with_local_weights_and_custom_yaml(weights, tmp_path):
-    custom = tmp_path / "my-yolov5.yaml"
-    custom.write_text("nc: 3\n")
+    import ultralytics
+
+    custom = tmp_path / "my-yolov5.yaml"  # a real model yaml (the trainer's own), as a user's copy of it would be
+    custom.write_text((Path(ultralytics.__file__).parent / "cfg" / "models" / "v5" / "yolov5.yaml").read_text())
     for model in (weights, str(custom)):
         knobs = Knobs(model=model, imgsz=416, batch=8, workers=2, cache="ram", amp=True, freeze=2)
         assert command.parse_train_py(command.train_py("d.yaml", knobs, device="0")).knobs == knobs

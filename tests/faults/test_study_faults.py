@@ -281,6 +281,7 @@ def _race(target: Any, url: str, name: str, runs: int) -> list[Any]:
     return results
 
 
+@pytest.mark.slow  # spawned processes
 @pytest.mark.parametrize("kind", STORAGES)
 def test_two_resumes_racing_through_the_finals_take_their_decisions_once(kind: str, tmp_path: Path) -> None:
     # Item 10: two resumes of one study each measured the finals and took their own sequential decisions; the
@@ -310,6 +311,7 @@ def test_two_resumes_racing_through_the_finals_take_their_decisions_once(kind: s
     assert name in study_names(study._storage)
 
 
+@pytest.mark.slow  # spawned processes
 @pytest.mark.parametrize("kind", STORAGES)
 def test_runs_recovering_one_failed_trial_at_once_retry_it_once(kind: str, tmp_path: Path) -> None:
     # Item 10: on PostgreSQL both resumes retried the same killed worker's trial. A trial failed on another host

@@ -118,9 +118,9 @@ def test_ram_cache_that_cannot_fit_is_infeasible_without_running(demo_yaml):
     "args, says",
     [
         (["--data", "missing/data.yaml"], "data.yaml not found"),
-        (["--batch", "0"], "batch must be a positive"),
-        (["--imgsz", "0"], "imgsz must be a positive"),
-        (["--workers", "-1"], "workers must be 0 or more"),
+        (["--batch", "0"], "argument --batch: must be an integer at least 1"),
+        (["--imgsz", "0"], "argument --imgsz: must be an integer at least 1"),
+        (["--workers", "-1"], "argument --workers: must be an integer at least 0"),
         (["--model", "yolov5q"], "unknown model"),
         (["--device", "3"], "CUDA device 3 does not exist"),
         (["--device", "gpu"], "--device must be cpu"),

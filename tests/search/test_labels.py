@@ -68,10 +68,10 @@ def _count_listings(monkeypatch, data):
     calls = []
     split_images = _dataset._split_images
 
-    def counted(root, entry, split, yaml_path, hint=""):
+    def counted(root, entry, split, yaml_path, *rest):
         if split == "train" and yaml_path == data.resolve():
             calls.append(yaml_path)
-        return split_images(root, entry, split, yaml_path, hint)
+        return split_images(root, entry, split, yaml_path, *rest)
 
     monkeypatch.setattr(_dataset, "_split_images", counted)
     return calls
