@@ -29,11 +29,12 @@ from speedopt.cli._options import (
     seconds,
 )
 from speedopt.cli._progress import view_for
+from speedopt.cli._quality import print_quality
 from speedopt.cli._render import shown_name
 from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
 from speedopt.knobs import knobs_text
-from speedopt.quality import Policy, QualityMode, parse_max_loss, signature_text, unchecked_knobs, unchecked_text
+from speedopt.quality import QualityMode, parse_max_loss, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
 from speedopt.study import SearchOutcome
@@ -107,35 +108,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="skip the ablation: after the finals, the path from the baseline to the recommendation, one changed knob at a "
         "time (the change that gains most first), measured in the same interleaved rounds, says which change bought what",
     )
-    quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
-    quality.add_argument("--max-map-loss", type=_max_loss, default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
-    quality.add_argument(
-        "--quality", default="probe", choices=get_args(QualityMode),
-        help="probe (default): probe a signature only when its speed could make it the best feasible trial; "
-        "all: probe every signature the search measures (fills the probe cache that later studies reuse); "
-        "off: keep accuracy knobs at the baseline, no probes",
-    )
-
-    quality.add_argument("--probe-epochs", type=integer(1, MAX_EPOCHS), default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
-    quality.add_argument("--probe-fraction", type=fraction(low_open=True), default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
-    quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
-    quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
-    quality.add_argument(
-        "--probe-seeds", type=integer(2, MAX_PROBE_SEEDS), default=defaults.PROBE_SEEDS, metavar="N",
-        help=f"seeds a signature is first probed with, the candidate's paired with the baseline's (same data order); a look "
-        f"that straddles the allowed loss doubles them up to {defaults.PROBE_MAX_SEEDS} (default {defaults.PROBE_SEEDS}, at least 2)",
-    )
-    quality.add_argument(
-        "--probe-grow", type=real(0.0, MAX_SECONDS, "a finite number of seconds"), default=defaults.PROBE_GROW_S, metavar="SECONDS",
-        help="when the baseline's probes learned too little (mAP50-95 under 0.05), grow the budget (epochs, then "
-        "fraction) and probe it again, while its probes stay within this many seconds "
-        f"(default {defaults.PROBE_GROW_S:g}; 0: never grow)",
-    )
-    quality.add_argument(
-        "--probe-share", type=fraction(low_open=True), default=defaults.PROBE_SHARE, metavar="S",
-        help="the most one probe may train, as a share of your run (--epochs x train images): the budget never grows "
-        f"past it (default {100 * defaults.PROBE_SHARE:g}%%)",
-    )
+    _add_quality(parser)
     _add_extras(parser)
     parser.set_defaults(run=resumable(run))
 
@@ -168,6 +141,39 @@ def _max_loss(text: str) -> str:
     except UsageError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--max-map-loss ")) from None
     return text
+
+
+def _add_quality(parser: argparse.ArgumentParser) -> None:
+    """The accuracy options: the allowed loss, how probes train and what they may cost."""
+    quality = parser.add_argument_group("accuracy (the mAP-loss constraint)", QUALITY)
+    quality.add_argument("--max-map-loss", type=_max_loss, default=defaults.MAX_MAP_LOSS, metavar="X", help="allowed mAP50-95 loss: absolute (0.01) or relative (2%%) (default 0.01)")
+    quality.add_argument(
+        "--quality", default="probe", choices=get_args(QualityMode),
+        help="probe (default): probe a signature only when its speed could make it the best feasible trial; "
+        "all: probe every signature the search measures (fills the probe cache that later studies reuse); "
+        "off: keep accuracy knobs at the baseline, no probes",
+    )
+
+    quality.add_argument("--probe-epochs", type=integer(1, MAX_EPOCHS), default=defaults.PROBE_EPOCHS, help=f"epochs per probe (default {defaults.PROBE_EPOCHS})")
+    quality.add_argument("--probe-fraction", type=fraction(low_open=True), default=defaults.PROBE_FRACTION, help=f"fraction of the train set per probe (default {defaults.PROBE_FRACTION:g})")
+    quality.add_argument("--weights", default=None, metavar="PATH", help="local checkpoint the probes start from (default: from scratch)")
+    quality.add_argument("--probe-timeout", type=seconds, default=defaults.PROBE_TIMEOUT_S, help=f"seconds before one probe is killed (default {defaults.PROBE_TIMEOUT_S:g})")
+    quality.add_argument(
+        "--probe-seeds", type=integer(2, MAX_PROBE_SEEDS), default=defaults.PROBE_SEEDS, metavar="N",
+        help=f"seeds a signature is first probed with, the candidate's paired with the baseline's (same data order); a look "
+        f"that straddles the allowed loss doubles them up to {defaults.PROBE_MAX_SEEDS} (default {defaults.PROBE_SEEDS}, at least 2)",
+    )
+    quality.add_argument(
+        "--probe-grow", type=real(0.0, MAX_SECONDS, "a finite number of seconds"), default=defaults.PROBE_GROW_S, metavar="SECONDS",
+        help="when the baseline's probes learned too little (mAP50-95 under 0.05), grow the budget (epochs, then "
+        "fraction) and probe it again, while its probes stay within this many seconds "
+        f"(default {defaults.PROBE_GROW_S:g}; 0: never grow)",
+    )
+    quality.add_argument(
+        "--probe-share", type=fraction(low_open=True), default=defaults.PROBE_SHARE, metavar="S",
+        help="the most one probe may train, as a share of your run (--epochs x train images): the budget never grows "
+        f"past it (default {100 * defaults.PROBE_SHARE:g}%%)",
+    )
 
 
 def _add_extras(parser: argparse.ArgumentParser) -> None:
@@ -261,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"study {shown_name(result.study_name, markup=True)}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
     if result.stopped:
         out.print(f"search stopped early: {result.stopped}", highlight=False)
-    _print_quality(out, result)
+    print_quality(out, result)
     if result.recommended is None:
         out.print("no feasible trial measured ok: see the statuses above", highlight=False)
         return 1
@@ -347,49 +353,6 @@ def unchecked_lines(result: SearchOutcome, rec: Recommendation) -> list[str]:
         return []
     knobs = unchecked_knobs(result.protocol.quality, result.protocol.baseline, rec.knobs)
     return [f"{unchecked_text(knobs)} (quality off)"] if knobs else []
-
-
-def _budget_text(result: SearchOutcome, policy: Policy) -> str:
-    """The probe budget verdicts were judged at: as asked, or grown (the largest any trial's verdict used)."""
-    judged = [(r.probe_epochs, r.probe_fraction) for r in result.trials if r.probe_epochs and r.probe_fraction]
-    epochs, fraction = max(judged, key=lambda b: b[0] * b[1], default=(policy.epochs, policy.fraction))
-    if (epochs, fraction) == (policy.epochs, policy.fraction):
-        return f"{policy.budget}"
-    return f"{epochs} epochs on {fraction:g} of the train set (grown from {policy.budget})"
-
-
-def _print_quality(out: Console, result: SearchOutcome) -> None:
-    policy = result.protocol.quality if result.protocol else None
-    if policy is None or result.protocol is None or not policy.probing:
-        base = result.protocol.baseline if result.protocol else None
-        differ = policy is not None and base is not None and any(unchecked_knobs(policy, base, r.config) for r in result.trials)
-        what = "not checked where accuracy knobs differ from the baseline" if differ else "accuracy knobs as the baseline's"
-        out.print(f"accuracy: quality off ({what}), no probes", highlight=False)
-        return
-
-    out.print(
-        f"accuracy: max mAP50-95 loss {policy.max_loss}, probes of {_budget_text(result, policy)}, "
-        f"{policy.seeds} paired seeds at first: {result.probes_run} probe(s) ran, {result.probe_cache_hits} cache hit(s), "
-        f"{result.unprobed} trial(s) not probed (too slow to matter), {result.rejected} lost accuracy, "
-        f"{result.unknown} unknown",
-        highlight=False,
-    )
-    if result.unknown:
-        out.print(
-            f"  {result.unknown} trial(s) with other accuracy knobs than the baseline's are never recommended: "
-            f"{result.unknown_why}. The recommendation keeps the baseline's accuracy knobs, as --quality off would.",
-            highlight=False,
-        )
-    if not result.probed:
-        return
-    first = result.probed[0]
-    out.print(f"  baseline mAP50-95 {first.baseline_map50_95 or 0:.4f} (its probes on the first candidate's seeds)", highlight=False)
-    for entry in result.probed:
-        out.print(
-            f"  {signature_text(entry.signature)}: mAP50-95 {entry.map50_95:.4f}, loss {entry.map_loss or 0:+.4f} "
-            f"+/- {entry.spread or 0:.4f}: {entry.feasibility.word}",
-            highlight=False,
-        )
 
 
 def _prepare_printer(err: Console) -> Callable[[int, int, int], None]:
