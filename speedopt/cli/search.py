@@ -59,7 +59,7 @@ QUALITY = (
     "scratch) and validates mAP50-95 on the val split, once per seed. The baseline is probed first: if its "
     "probes learned too little (mAP50-95 under 0.05) the budget grows (--probe-grow) and, if it still learns "
     "nothing, every other signature is 'unknown' and never recommended. A candidate is probed on the baseline's "
-    "seeds and judged from the per-seed differences: kept when the upper end of their one-sided 90%% Student-t "
+    "seeds and judged from the per-seed differences: kept when the upper end of their one-sided 90% Student-t "
     "interval is within --max-map-loss, lost when its lower end is beyond it; while it straddles, the seeds double "
     "(up to 8), then the budget grows. No probe trains more than --probe-share of your run (--epochs x train "
     "images), and a candidate is probed only while its estimated probes cost less than its measured speedup "
