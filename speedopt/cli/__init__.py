@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    interrupt_on_sigterm()
+    if not getattr(args, "sigterm_ends", False):
+        interrupt_on_sigterm()
     try:
         return int(args.run(args))
     except UsageError as exc:
@@ -53,7 +54,9 @@ def interrupt_on_sigterm() -> None:
     KeyboardInterrupt, so a trial's process group is killed, its temp folder removed, an interrupted trial failed
     for the rerun to retry, and the command says one line and exits 130. A second SIGTERM while that cleanup runs
     is ignored (SIGKILL still ends it), so the cleanup is never cut short half-way. Only where SIGTERM still has
-    its default action: a caller that set its own handler keeps it."""
+    its default action: a caller that set its own handler keeps it. A command with nothing to clean up that serves
+    requests (the dashboard) sets ``sigterm_ends`` and keeps the default: its server's request handling may swallow
+    a KeyboardInterrupt, and the ignored second SIGTERM would then leave it running."""
     import os
     import signal
 

@@ -23,7 +23,8 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--study", help="print the address of this study's page (it must exist in the storage)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=integer(1, 65535), default=8080, help="port (default 8080)")
-    parser.set_defaults(run=run)
+    # It writes nothing, so SIGTERM ends it at once, by default (see speedopt.cli.interrupt_on_sigterm).
+    parser.set_defaults(run=run, sigterm_ends=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -97,7 +97,9 @@ def test_timeout_kills_the_whole_trial(demo_yaml, warm_ultralytics):
 @pytest.mark.slow
 def test_trainer_failure_is_an_error_status_not_a_crash(demo_yaml, warm_ultralytics, tmp_path):
     broken = tmp_path / "broken.yaml"
-    broken.write_text("nc: 3\nbackbone: [[-1, 1, NoSuchModule, [16]]]\nhead: []\n")
+    # A model yaml in the trainers' own form (it passes speedopt's inspection) whose first layer reads from a layer
+    # that does not exist: the trainer fails building it.
+    broken.write_text("nc: 3\nbackbone: [[5, 1, Conv, [16, 3, 2]]]\nhead: [[-1, 1, Conv, [16, 3, 2]]]\n")
     result = measure.run_trial(measure.make_request(str(demo_yaml), _tiny(model=str(broken)),
         measure.TrialOptions(device="cpu", steps=2, warmup=1)))
     assert result.status is Status.ERROR
