@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedopt.isolation._private import open_private, owned_dir
-from speedopt.isolation._process import alive
+from speedopt.isolation._process import alive, wait_until
 
 LOCK_ENV = "SPEEDOPT_HOST_LOCK"
 _FIX = f"set {LOCK_ENV} to a lock file of yours"
@@ -94,14 +94,16 @@ def holder_text(fd: int, settle_s: float = 0.5) -> str:
     A new holder records itself just after it takes the lock, so a record naming an exited process
     is re-read for ``settle_s`` before it is reported as stale.
     """
-    deadline = time.monotonic() + settle_s
-    while True:
+    pid: int | None = None
+    study = ""
+
+    def named_alive() -> bool:
+        nonlocal pid, study
         pid, study = _recorded(fd)
-        if pid is not None and alive(pid):
-            return f"held by pid {pid} (study {study})"
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
+        return pid is not None and alive(pid)
+
+    if not wait_until(named_alive, settle_s, every_s=0.05):
+        return f"held by pid {pid} (study {study})"
     if pid is None:
         return "held by a process that did not record itself"
     return (

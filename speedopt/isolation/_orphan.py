@@ -10,11 +10,13 @@ group (``speedopt prepare``'s, whose group is the user's shell job) SIGKILLs its
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable
+
+from speedopt.isolation._process import wait_until
 
 PARENT_ENV = "SPEEDOPT_PARENT_PID"  # the starter's pid, which a job watches (given, not read from getppid: see above)
 
@@ -30,13 +32,11 @@ def die_with(
     is no longer our parent."""
 
     def watch() -> None:
-        while True:
-            if os.getppid() != parent:
-                if before is not None:
-                    before()
-                if group:
-                    os.killpg(os.getpgid(0), signal.SIGKILL)
-                os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(interval_s)
+        wait_until(lambda: os.getppid() != parent, math.inf, every_s=interval_s)
+        if before is not None:
+            before()
+        if group:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name=name, daemon=True).start()

@@ -10,10 +10,12 @@ Processes. The agent starts every rank in a *new session of its own* (torch's ``
 passes ``start_new_session=True``), so killing the agent's process group does not reach the ranks,
 and a rank whose agent died is re-parented away from the tree. Every process of a launch is
 therefore found by a marker instead: the plan's environment carries ``SPEEDOPT_LAUNCH_ID`` (a random
-id), which the agent, the ranks and their dataloader workers all inherit; :func:`launch_processes`
-lists this user's processes whose environment holds it. Killing a launch (:func:`kill_launch`) sends
-SIGTERM to the process group of each of them (the agent forwards it to its ranks and waits for
-them), then, after a grace, SIGKILL to the same groups, and waits until none is left.
+id, the marker of the launch's :class:`~speedopt.isolation.Job`), which the agent, the ranks and their
+dataloader workers all inherit; :func:`launch_processes` lists this user's processes whose environment
+holds it. Killing a launch (:func:`kill_launch`) is the one kill path of every job,
+:meth:`~speedopt.isolation.Job.end`: SIGTERM to the agent's group and to each marked process and its
+group (the agent forwards it to its ranks and waits for them), then, after a grace, SIGKILL to the
+same, and a wait until none is left.
 
 Dying with the parent. The agent runs *in-process* under a guard: :func:`run_launch` executes
 ``python -m speedopt.measure._launch <the same torch.distributed.run arguments>``, whose main starts a
@@ -60,10 +62,9 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -71,12 +72,12 @@ from typing import Any
 import psutil
 
 from speedopt.engines import PG_TIMEOUT_ENV
-from speedopt.isolation import PARENT_ENV, alive, die_with, log_tail, start, wait_until
+from speedopt.isolation import MARK_ENV, PARENT_ENV, Job, alive, die_with, log_tail, marked, start, wait_until
 from speedopt.measure._workdir import read_json
 from speedopt.status import Status
 
 TIMEOUT_ENV = PG_TIMEOUT_ENV  # the process-group (collective) timeout, seconds, read by the ranks
-LAUNCH_ENV = "SPEEDOPT_LAUNCH_ID"  # marks every process of one launch (agent, ranks, their workers)
+LAUNCH_ENV = MARK_ENV  # marks every process of one launch (agent, ranks, their workers): the job's marker
 AGENT_ENV = "SPEEDOPT_AGENT_PID"  # the guard's (agent's) pid, which a stand-in rank watches
 LAUNCHER = "torch.distributed.run"
 GUARD = "speedopt.measure._launch"
@@ -252,18 +253,18 @@ def _run_once(plan: LaunchPlan, workdir: Path, deadline: float, grace_s: float, 
     timed_out = stopped = False
     with open(workdir / opts.log, "ab") as log:
         # its own group: we kill it as one; a terminal's Ctrl-C reaches us only, and we end it
-        proc = start(guarded(plan.argv), cwd=workdir, env={**os.environ, **plan.env, **opts.env, PARENT_ENV: str(os.getpid())},
-                     stdout=log, pass_fds=opts.pass_fds)
+        job = start(guarded(plan.argv), cwd=workdir, env={**os.environ, **plan.env, **opts.env, PARENT_ENV: str(os.getpid())},
+                    stdout=log, pass_fds=opts.pass_fds, marker=plan.launch_id)
 
-    def ended() -> bool:
+    def has_enough() -> bool:
         nonlocal stopped
-        stopped = proc.poll() is None and opts.poll is not None and opts.poll()
-        return stopped or proc.poll() is not None
+        stopped = opts.poll is not None and opts.poll()
+        return stopped
 
     try:
-        timed_out = wait_until(ended, deadline - time.monotonic(), every_s=0.1)
+        timed_out = job.wait(deadline - time.monotonic(), every_s=0.1, done=has_enough)
     finally:  # timeout, KeyboardInterrupt, any exception, or a normal end (workers that outlived a rank)
-        left = kill_launch(plan.launch_id, proc, grace_s)
+        left = kill_launch(job, grace_s)
         _wait_port_free(plan.master_port, grace_s)
     ranks = read_ranks(workdir, plan.nproc)
     tail = log_tail(workdir / opts.log, 30)
@@ -271,10 +272,10 @@ def _run_once(plan: LaunchPlan, workdir: Path, deadline: float, grace_s: float, 
     if stopped:
         status, message = Status.OK, f"launch of {plan.nproc} ranks ended by its starter after {wall:.1f} s: it had what it needed"
     else:
-        status, message = _ending(plan, ranks, timed_out, proc.returncode, tail, wall)
+        status, message = _ending(plan, ranks, timed_out, job.returncode, tail, wall)
     if left:
         status, message = Status.ERROR, f"{left} process(es) of the launch survived SIGKILL; {message}"
-    return LaunchResult(status, message, ranks, wall, proc.returncode, plan.master_port, tail)
+    return LaunchResult(status, message, ranks, wall, job.returncode, plan.master_port, tail)
 
 
 def _ending(plan: LaunchPlan, ranks: tuple[RankFigures, ...], timed_out: bool, code: int | None, tail: str, wall: float) -> tuple[Status, str]:
@@ -312,59 +313,15 @@ def guarded(argv: Sequence[str]) -> list[str]:
 # -- finding and killing the processes of a launch --------------------------------------------------
 
 
-def _own_processes() -> Iterator[tuple[psutil.Process, dict[str, str]]]:
-    """This user's running processes other than this one (zombies excluded), with their environments."""
-    me = os.getpid()
-    for process in psutil.process_iter(["status", "uids"]):
-        with contextlib.suppress(psutil.Error, OSError):
-            if process.pid == me or process.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if process.info["uids"] is not None and process.info["uids"].real != os.getuid():
-                continue
-            yield process, process.environ()
-
-
 def launch_processes(launch_id: str) -> list[psutil.Process]:
     """This user's running processes (zombies excluded) whose environment carries ``launch_id``."""
-    return [process for process, env in _own_processes() if env.get(LAUNCH_ENV) == launch_id]
+    return marked(launch_id)
 
 
-def _signal_all(processes: Sequence[psutil.Process], sig: signal.Signals, exclude_group: int | None = None) -> None:
-    """``sig`` to each process's group (its dataloader workers share it) and to the process itself."""
-    groups = set()
-    for process in processes:
-        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-            groups.add(os.getpgid(process.pid))
-        with contextlib.suppress(psutil.Error):
-            process.send_signal(sig)
-    for group in groups - {exclude_group}:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, sig)
-
-
-def kill_launch(launch_id: str, proc: subprocess.Popen[bytes] | None = None, grace_s: float = 5.0) -> int:
-    """SIGTERM every process of the launch, SIGKILL after ``grace_s``; returns how many still run after that (0)."""
-    processes = launch_processes(launch_id)
-    if proc is not None and proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-    _signal_all(processes, signal.SIGTERM, exclude_group=os.getpgid(0))
-    deadline = time.monotonic() + grace_s
-    while (processes := launch_processes(launch_id)) and time.monotonic() < deadline:
-        if proc is not None:
-            proc.poll()  # reap the agent, so it does not linger as a zombie
-        time.sleep(0.05)
-    if proc is not None and proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    _signal_all(processes, signal.SIGKILL, exclude_group=os.getpgid(0))
-    if proc is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace_s)
-    deadline = time.monotonic() + grace_s
-    while (processes := launch_processes(launch_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return len(processes)
+def kill_launch(job: Job, grace_s: float = 5.0) -> int:
+    """SIGTERM every process of the launch (the agent forwards it to its ranks and waits for them), SIGKILL after
+    ``grace_s``; returns how many still run after that (0). The one kill path, :meth:`~speedopt.isolation.Job.end`."""
+    return job.end(grace_s, term_s=grace_s)
 
 
 def sweep_launches(grace_s: float = 2.0) -> int:
@@ -375,33 +332,24 @@ def sweep_launches(grace_s: float = 2.0) -> int:
     their agent, waiting in a collective until its timeout. Every process of a launch carries the
     starter's pid (``SPEEDOPT_PARENT_PID``) next to the launch id; one whose starter no longer runs is
     left over. A starter's pid reused by a new process keeps its leftovers alive (the safe side).
+    Each such launch is ended as a job (:meth:`~speedopt.isolation.Job.end`), found by its marker.
     """
-    orphans = []
+    orphans: dict[str, list[psutil.Process]] = {}
     me = os.getpid()
-    for process, env in _own_processes():
-        starter = env.get(PARENT_ENV, "")
-        if env.get(LAUNCH_ENV) and starter.isdigit() and int(starter) != me and not alive(int(starter)):
-            orphans.append(process)
-    _signal_all(orphans, signal.SIGKILL, exclude_group=os.getpgid(0))
-    deadline = time.monotonic() + grace_s  # polled, not psutil.wait_procs: that would reap a caller's own Popen children
-    while any(_running(p) for p in orphans) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return len(orphans)
-
-
-def _running(process: psutil.Process) -> bool:
-    with contextlib.suppress(psutil.Error):
-        return process.status() != psutil.STATUS_ZOMBIE
-    return False
+    for process in marked():
+        with contextlib.suppress(psutil.Error, OSError):
+            env = process.environ()
+            starter = env.get(PARENT_ENV, "")
+            if env.get(LAUNCH_ENV) and starter.isdigit() and int(starter) != me and not alive(int(starter)):
+                orphans.setdefault(env[LAUNCH_ENV], []).append(process)
+    for launch_id, processes in orphans.items():
+        with contextlib.suppress(psutil.Error, OSError):
+            Job(os.getpgid(processes[0].pid), marker=launch_id).end(grace_s)
+    return sum(len(processes) for processes in orphans.values())
 
 
 def _wait_port_free(port: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not port_free(port):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return not wait_until(lambda: port_free(port), timeout_s, every_s=0.05)
 
 
 # -- the guard: the agent in-process, dying with its parent -----------------------------------------
@@ -413,7 +361,7 @@ def _die_with_parent() -> None:
 
     def ranks_first() -> None:  # the ranks run in sessions of their own: this group does not hold them
         if launch_id:
-            _signal_all(launch_processes(launch_id), signal.SIGKILL, exclude_group=os.getpgid(0))
+            Job(os.getpgid(0), marker=launch_id).send(signal.SIGKILL)  # never to our own group: die_with ends it
 
     die_with(int(os.environ.get(PARENT_ENV) or os.getppid()), ranks_first, 0.2, "speedopt-launch-parent-watch")
 

@@ -11,7 +11,6 @@ out-of-memory killer), another signal, an exit code.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -26,7 +25,6 @@ from speedopt import engines
 from speedopt.errors import UsageError
 from speedopt.isolation import (
     PARENT_ENV,
-    kill_group,
     log_tail,
     measuring,
     private_folder,
@@ -35,7 +33,6 @@ from speedopt.isolation import (
     socket_fits,
     start,
     sweep,
-    wait_until,
 )
 from speedopt.knobs import check_loads
 from speedopt.measure._ddp import merge_ranks, run_ranks
@@ -146,8 +143,7 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
             timed_out, code = run_ranks(nproc, workdir, env, job.timeout_s, forward)
             result = None if timed_out else merge_ranks(workdir, nproc)
         else:
-            run = _run_one if warm is None else functools.partial(_run_forked, warm)
-            timed_out, code = run(workdir, env, job.timeout_s, forward)
+            timed_out, code = _run_one(workdir, env, job.timeout_s, forward, warm)
             result = None if timed_out else read_json(workdir / "result.json")
         return _Exit(
             result=result,
@@ -163,43 +159,25 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
             remove_private_folder(sockets)
 
 
-def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]) -> tuple[bool, int | None]:
-    """The child as one process in its own session; (timed out, exit code). Nothing of it runs after."""
-    with open(workdir / "child.log", "wb") as log:
-        proc = start(
-            [sys.executable, "-m", CHILD, str(workdir)],
-            cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
-            env={**os.environ, **env, PARENT_ENV: str(os.getpid())},
-            stdout=log,
-            pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
-        )
+def _run_one(workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None], warm: WarmWorker | None = None) -> tuple[bool, int | None]:
+    """The child as one job in its own session, cold or forked from ``warm`` (see :mod:`speedopt.measure._warm`);
+    (timed out, exit code). Nothing of it runs after."""
+    if warm is not None:
+        job = warm.fork(workdir, {**env, "PWD": str(workdir)}, shared_fds())
+    else:
+        with open(workdir / "child.log", "wb") as log:
+            job = start(
+                [sys.executable, "-m", CHILD, str(workdir)],
+                cwd=workdir,  # stray relative writes of a trainer land here, not in the user's folder
+                env={**os.environ, **env, PARENT_ENV: str(os.getpid())},
+                stdout=log,
+                pass_fds=shared_fds(),  # it holds this process's leases too, until it is gone
+            )
     try:
-        timed_out = wait_until(lambda: proc.poll() is not None, timeout_s, forward)
+        timed_out = job.wait(timeout_s, forward)
     finally:
-        kill_group(proc.pid, proc)  # on timeout, interrupt, or workers that outlived the child
-    return timed_out, proc.returncode
-
-
-def _run_forked(
-    warm: WarmWorker, workdir: Path, env: dict[str, str], timeout_s: float, forward: Callable[[], None]
-) -> tuple[bool, int | None]:
-    """The child forked from the warm worker (see :mod:`speedopt.measure._warm`), waited for as :func:`_run_one` waits."""
-    pid = warm.fork(workdir, {**env, "PWD": str(workdir)}, shared_fds())
-    deadline = time.monotonic() + timeout_s
-    ended, code, timed_out = False, None, False
-    try:
-        while not ended:
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            forward()
-            ended, code = warm.exit_code(0.2)
-    finally:
-        kill_group(pid, grace_s=0.0)  # on timeout, interrupt, or workers that outlived the child
-        if not ended:
-            ended, code = warm.exit_code(10.0)
-        kill_group(pid)  # waits until none of its group runs
-    return timed_out, code
+        job.end()  # on timeout, interrupt, or workers that outlived the child
+    return timed_out, job.returncode
 
 
 def _progress(workdir: Path) -> TrialProgress | None:

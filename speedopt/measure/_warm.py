@@ -2,14 +2,14 @@
 
 A trial's fixed cost starts with a new Python importing torch and the trainer (about 2.5 s of an 8 s
 demo trial here). A search runs dozens of jobs with the same engine, so :func:`warm_worker` starts
-one process (``python -m speedopt.measure._warm``) that imports them once and then, for each job,
-forks a child that becomes exactly what the cold path starts: its own session and process group,
-its log as stdout and stderr, its private folder as working directory, the job's environment, the
-parent's leases (passed over the socket with ``SCM_RIGHTS``), and then the one child entry point
-(:func:`speedopt.measure._child.main`). Nothing else is shared: the fork happens before any job
-runs, so no CUDA context, no trainer, no dataset, no patched module exists in the worker; each job
-patches and builds its trainer in its own child, as a cold one does. ``benchmarks/trial_overhead.py``
-measures a config cold and warm side by side.
+one process (``python -m speedopt.measure._warm``) that imports them once and then, as the fork
+server (:class:`speedopt.isolation.ForkServer`), for each job forks a child that becomes exactly what
+the cold path starts: its own session and process group, its log as stdout and stderr, its private
+folder as working directory, the job's environment, the parent's leases (passed over the socket with
+``SCM_RIGHTS``), and then the one child entry point (:func:`speedopt.measure._child.main`). Nothing
+else is shared: the fork happens before any job runs, so no CUDA context, no trainer, no dataset, no
+patched module exists in the worker; each job patches and builds its trainer in its own child, as a
+cold one does. ``benchmarks/trial_overhead.py`` measures a config cold and warm side by side.
 
 Dying: the worker watches the process that started it, and each forked child watches the worker
 (:func:`speedopt.isolation._orphan.die_with`), so a SIGKILLed search leaves neither. Multi-GPU jobs run
@@ -24,7 +24,6 @@ import contextlib
 import contextvars
 import json
 import os
-import select
 import socket
 import subprocess
 import sys
@@ -34,16 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from speedopt.data import resolution_env
-from speedopt.isolation import PARENT_ENV, kill_group
-from speedopt.isolation import start as start_process
+from speedopt.isolation import PARENT_ENV, ForkServer, Job
+from speedopt.isolation import start as start_job
 
 _CURRENT: contextvars.ContextVar[WarmWorker | None] = contextvars.ContextVar("speedopt_warm_worker", default=None)
-_MAX_MESSAGE = 1 << 17  # a request carries the job's whole environment
 
 
 @dataclass
 class WarmWorker:
-    """The parent's handle on a running warm worker: its process and its socket."""
+    """The parent's handle on a running warm worker: its process and its socket (a fork server)."""
 
     engine: str
     yolov5_dir: str | None
@@ -53,8 +51,12 @@ class WarmWorker:
     started_s: float  # seconds from start to ready (the imports it saves each job)
     jobs: int = field(default=0)
 
+    @property
+    def server(self) -> ForkServer:
+        return ForkServer(self.process, self.sock)
+
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.server.alive()
 
     def matches(self, engine: str, yolov5_dir: str | None, env: dict[str, str]) -> bool:
         if (engine, yolov5_dir) != (self.engine, self.yolov5_dir):
@@ -62,41 +64,19 @@ class WarmWorker:
         per_job = resolution_env().keys()  # where a job resolves data.yaml from: each gets its own at its fork
         return _without(env, per_job) == _without(self.env, per_job) and self.alive()
 
-    def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> int:
-        """Start the job in ``workdir`` as a forked child; its pid (its process group too).
+    def fork(self, workdir: Path, env: dict[str, str], fds: tuple[int, ...]) -> Job:
+        """Start the job in ``workdir`` as a forked child (its pid is its process group too).
 
         The child's environment is this process's now, with ``env`` added: what the cold path gives its
         child, whenever the worker started.
         """
-        message = json.dumps({"workdir": str(workdir), "env": {**os.environ, **env}}).encode()
-        socket.send_fds(self.sock, [message], list(fds))
-        reply = self._read(timeout_s=60.0)
-        if reply is None or "pid" not in reply:
-            raise RuntimeError(f"the warm worker did not start the job ({reply})")
+        job = self.server.fork(workdir, {**os.environ, **env}, fds)
         self.jobs += 1
-        return int(reply["pid"])
-
-    def exit_code(self, timeout_s: float) -> tuple[bool, int | None]:
-        """(ended, exit code) of the job last forked, waiting up to ``timeout_s``; a dead worker ends it with None."""
-        reply = self._read(timeout_s)
-        if reply is None:
-            return (not self.alive()), None
-        return True, reply.get("code")
-
-    def _read(self, timeout_s: float) -> dict[str, int] | None:
-        ready, _, _ = select.select([self.sock], [], [], timeout_s)
-        if not ready:
-            return None
-        data = self.sock.recv(_MAX_MESSAGE)
-        return json.loads(data) if data else None
+        return job
 
     def close(self) -> None:
-        """End the worker (closing its socket ends it; its group is killed to be sure)."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=5)
-        kill_group(self.process.pid, self.process, grace_s=5.0)  # to be sure
+        """End the worker (closing its socket ends it; its group is ended to be sure)."""
+        self.server.close(grace_s=5.0)
 
 
 def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: float = 120.0) -> WarmWorker:
@@ -104,12 +84,14 @@ def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: f
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     started = time.monotonic()
     args = [sys.executable, "-m", "speedopt.measure._warm", str(theirs.fileno()), engine, yolov5_dir or ""]
-    process = start_process(args, cwd=None, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stderr=subprocess.PIPE,
+    job = start_job(args, cwd=None, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stderr=subprocess.PIPE,
                     pass_fds=(theirs.fileno(),))
     theirs.close()
+    assert job.proc is not None  # started cold
+    process = job.proc
     worker = WarmWorker(engine, yolov5_dir, dict(env), process, ours, 0.0)
     try:
-        ready = worker._read(timeout_s)
+        ready = worker.server.read(timeout_s)
     except BaseException:  # Ctrl-C while it imports: it goes with us
         worker.close()
         raise
@@ -195,51 +177,11 @@ def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWor
 # -- the worker process ------------------------------------------------------------------------------
 
 
-def _serve(sock: socket.socket) -> None:
-    """Fork one child per request until the socket closes; report each child's pid, then its exit code."""
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 64)
-        except OSError:
-            return
-        if not message:
-            return
-        request = json.loads(message)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _become_job(sock, request, fds)
-        for fd in fds:
-            os.close(fd)
-        sock.send(json.dumps({"pid": pid}).encode())
-        _, status = os.waitpid(pid, 0)
-        sock.send(json.dumps({"pid": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+def _run(workdir: Path) -> None:
+    """In a forked child that became its job: the one child entry point."""
+    from speedopt.measure import _child
 
-
-def _become_job(sock: socket.socket, request: dict[str, object], fds: list[int]) -> None:
-    """In the forked child: become the job process the cold path would have started, then run the job."""
-    try:
-        sock.close()
-        os.setsid()  # its own session and process group, as the cold path's start_new_session
-        workdir = Path(str(request["workdir"]))
-        log = os.open(workdir / "child.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.chdir(workdir)
-        env = request.get("env")
-        os.environ.clear()  # the job's environment is the parent's of the moment (see WarmWorker.fork)
-        os.environ.update({str(k): str(v) for k, v in (env.items() if isinstance(env, dict) else ())})
-        os.environ[PARENT_ENV] = str(os.getppid())  # it watches the worker, which watches the search
-        import tempfile
-
-        tempfile.tempdir = None  # TMPDIR is the job's now
-        from speedopt.measure import _child
-
-        _child.main([str(workdir)])  # ends with os._exit
-    finally:
-        os._exit(1)
+    _child.main([str(workdir)])  # ends with os._exit
 
 
 def _main(argv: list[str]) -> int:
@@ -257,7 +199,7 @@ def _main(argv: list[str]) -> int:
     sock = socket.socket(fileno=fd)
     sock.send(json.dumps({"ready": 1}).encode())
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # nobody reads its pipe from now on; each job logs to its own file
-    _serve(sock)
+    ForkServer.serve(sock, _run)
     # The search closed the socket: nothing is left to flush or save (each job ran and ended in its own
     # child). Exit at once: tearing down torch's interpreter state would keep the search waiting ~2 s.
     os._exit(0)

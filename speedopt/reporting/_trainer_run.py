@@ -35,7 +35,7 @@ import yaml
 
 from speedopt import engines
 from speedopt.errors import UsageError
-from speedopt.isolation import kill_group, log_tail, start
+from speedopt.isolation import log_tail, start
 from speedopt.offline import cache_dir, place_font
 from speedopt.reporting._recommend import Recommendation
 from speedopt.status import Status
@@ -228,44 +228,42 @@ def run_trainer(launch: Launch, cwd: Path, env: dict[str, str], epochs: int, tim
     rows: list[dict[str, str]] = []
     timed_out = False
     started = time.monotonic()
+    announced = False
+
+    def read_rows() -> None:
+        """Take the rows results.csv gained since the last look (timestamped now), and say so."""
+        nonlocal announced
+        fresh = _read_rows(launch.results)
+        now = time.monotonic()
+        if not announced and "train_started" in marks and note:
+            note(f"training started ({time.monotonic() - started:.1f} s of set-up)")
+            announced = True
+        for row in fresh[len(rows) :]:
+            seen_at.append(now)
+            rows.append(row)
+            if note:
+                so_far = finished_at(rows, seen_at, marks.get("train_started"), started)[0]
+                note(f"epoch {len(rows)}/{epochs}: {epoch_seconds(so_far)[-1]:.2f} s")
+
     with open(log_path, "wb") as log:
         # its own session: a timeout or Ctrl-C kills its workers too; stray relative writes land in cwd,
         # where a checkout's git status check finds no .git
-        proc = start(launch.argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        reader = threading.Thread(target=_pump, args=(proc.stdout, log, marks), daemon=True)
+        job = start(launch.argv, cwd=cwd, env=env, stdout=subprocess.PIPE)
+        assert job.proc is not None and job.proc.stdout is not None
+        reader = threading.Thread(target=_pump, args=(job.proc.stdout, log, marks), daemon=True)
         reader.start()
         try:
-            deadline = started + timeout_s
-            announced = False
-            while True:
-                done = proc.poll() is not None
-                fresh = _read_rows(launch.results)
-                now = time.monotonic()
-                if not announced and "train_started" in marks and note:
-                    note(f"training started ({time.monotonic() - started:.1f} s of set-up)")
-                    announced = True
-                for row in fresh[len(rows) :]:
-                    seen_at.append(now)
-                    rows.append(row)
-                    if note:
-                        so_far = finished_at(rows, seen_at, marks.get("train_started"), started)[0]
-                        note(f"epoch {len(rows)}/{epochs}: {epoch_seconds(so_far)[-1]:.2f} s")
-                if done:
-                    break
-                if now > deadline:
-                    timed_out = True
-                    break
-                time.sleep(POLL_S)
+            timed_out = job.wait(timeout_s, read_rows, every_s=POLL_S)
+            read_rows()  # once more: what the trainer wrote before it ended (or before the deadline)
         finally:
-            kill_group(proc.pid, proc)  # on timeout, interrupt, or workers that outlived the trainer
+            job.end()  # on timeout, interrupt, or workers that outlived the trainer
             reader.join(timeout=5.0)
     return Seen(
         rows=rows,
         seen_at=seen_at,
         train_started=marks.get("train_started"),
         started=started,
-        returncode=proc.returncode,
+        returncode=job.returncode,
         timed_out=timed_out,
         log_tail=_ANSI.sub("", log_tail(log_path)),
         wall_s=time.monotonic() - started,

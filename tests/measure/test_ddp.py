@@ -15,10 +15,11 @@ import time
 import pytest
 
 from speedopt.errors import UsageError
+from speedopt.isolation._job import own_processes as _own_processes
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialOptions, make_request
 from speedopt.measure._ddp import merge_ranks
-from speedopt.measure._launch import LAUNCH_ENV, _own_processes, port_free
+from speedopt.measure._launch import LAUNCH_ENV, port_free
 from speedopt.measure._workdir import result_name, write_json
 from tests.conftest import run_cli
 from tests.measure.test_launch import _until
