@@ -20,7 +20,7 @@ from speedopt.engines._base import (
     SplitLabels,
     TrainRun,
 )
-from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, model_argument
+from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank
 from speedopt.engines._silent import WATCHED as SILENT_STATUS
 from speedopt.errors import UsageError
 
@@ -73,5 +73,4 @@ __all__ = [
     "ddp_rank",
     "engine_name",
     "get",
-    "model_argument",
 ]
