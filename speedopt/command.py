@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speedopt._trainer_args import model_argument, pretrained, train_py_args
+from speedopt.engines import DEFAULT as DEFAULT_ENGINE
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
@@ -275,7 +276,7 @@ def speedopt_trial(
     device: str,
     steps: int,
     warmup: int,
-    engine: str = "ultralytics",
+    engine: str = DEFAULT_ENGINE,
     yolov5_dir: str | None = None,
     max_steps: int | None = None,
 ) -> str:
@@ -311,7 +312,7 @@ def speedopt_trial(
     ]
     if max_steps is not None:
         parts += ["--max-steps", str(max_steps)]
-    if engine != "ultralytics":
+    if engine != DEFAULT_ENGINE:  # the command's default engine needs no flag
         parts += ["--engine", engine]
     if yolov5_dir:
         parts += ["--yolov5-dir", yolov5_dir]

@@ -127,6 +127,8 @@ class UltralyticsEngine(Engine):
     supports_ceilings = True
     ddp_devices = ("cuda",)  # device=0,1 under torch.distributed.run: the trainer sets DDP up itself (NCCL)
     prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
+    dialect = "yolo"  # yolo detect train ... (and YOLO(...).train(...))
+    lossless_copy_exact = True  # its loader resizes as speedopt prepare does (speedopt.data._prepare)
 
     def version(self) -> str | None:
         return package_version("ultralytics")

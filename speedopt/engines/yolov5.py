@@ -64,6 +64,7 @@ class Yolov5Engine(Engine):
     supports_label_cache = True
     supports_ceilings = True
     ddp_devices = ("cuda",)  # train.py main() sets DDP up under torch.distributed.run (NCCL)
+    dialect = "train.py"  # python train.py --flag ... in the checkout (or python -m yolov5.train)
 
     def __init__(self, yolov5_dir: str | None = None):
         self.root = checkout_root(yolov5_dir) if yolov5_dir else None
