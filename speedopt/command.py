@@ -14,7 +14,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedopt.engines import model_argument
+from speedopt._trainer_args import model_argument, pretrained, train_py_args
+from speedopt.engines import DEFAULT as DEFAULT_ENGINE
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
@@ -39,11 +40,6 @@ class TrainCommand:
     epochs: int | None = None
     device: str | None = None
     weights: str | None = None  # ``pretrained=``: the checkpoint the run starts from
-
-
-def _pretrained(knobs: Knobs, weights: str | None) -> str | None:
-    """The checkpoint a run starts from besides its model: none when the model is itself a checkpoint."""
-    return weights if weights and not knobs.model.endswith(".pt") else None
 
 
 def _model_value(text: str) -> str:
@@ -84,7 +80,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
         f"freeze={knobs.freeze}",
         *(f"{k}={v}" for k, v in _extra_args(knobs).items()),
     ]
-    if _pretrained(knobs, weights):
+    if pretrained(knobs, weights):
         parts.append(f"pretrained={weights}")
     if epochs:
         parts.append(f"epochs={epochs}")
@@ -105,7 +101,7 @@ def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int
         "freeze": knobs.freeze,
         **_extra_args(knobs),
     }
-    if _pretrained(knobs, weights):
+    if pretrained(knobs, weights):
         args["pretrained"] = weights
     if epochs:
         args["epochs"] = epochs
@@ -167,34 +163,6 @@ def parse_python_train(code: str) -> TrainCommand:
                 )
                 return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"), kw.get("pretrained"))
     raise UsageError("no YOLO(...).train(...) call found")
-
-
-def train_py_args(
-    data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None
-) -> list[str]:
-    """The classic ``train.py`` flags for these knobs (no AMP flag: train.py has none).
-
-    A built-in scale trains from scratch (``--weights '' --cfg yolov5s.yaml``, built locally), or from
-    ``weights`` (``--weights FILE --cfg yolov5s.yaml``: train.py builds the cfg and loads what fits); a
-    ``.pt`` is ``--weights FILE``; another ``.yaml`` is ``--cfg FILE``.
-    """
-    start = _pretrained(knobs, weights) or ""
-    if knobs.model in MODEL_SCALES:
-        model = ["--weights", start, "--cfg", f"{knobs.model}.yaml"]
-    elif knobs.model.endswith(".pt"):
-        model = ["--weights", knobs.model]
-    else:
-        model = ["--weights", start, "--cfg", knobs.model]
-    parts = ["--data", data, *model, "--img", str(knobs.imgsz), "--batch-size", str(knobs.batch)]
-    parts += ["--workers", str(knobs.workers)]
-    if knobs.cache != "none":
-        parts += ["--cache", knobs.cache]
-    parts += ["--freeze", str(knobs.freeze)]
-    if epochs:
-        parts += ["--epochs", str(epochs)]
-    if device:
-        parts += ["--device", device]
-    return parts
 
 
 def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
@@ -308,7 +276,7 @@ def speedopt_trial(
     device: str,
     steps: int,
     warmup: int,
-    engine: str = "ultralytics",
+    engine: str = DEFAULT_ENGINE,
     yolov5_dir: str | None = None,
     max_steps: int | None = None,
 ) -> str:
@@ -344,7 +312,7 @@ def speedopt_trial(
     ]
     if max_steps is not None:
         parts += ["--max-steps", str(max_steps)]
-    if engine != "ultralytics":
+    if engine != DEFAULT_ENGINE:  # the command's default engine needs no flag
         parts += ["--engine", engine]
     if yolov5_dir:
         parts += ["--yolov5-dir", yolov5_dir]

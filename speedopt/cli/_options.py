@@ -128,7 +128,7 @@ def engine_name(text: str) -> EngineName:
 def add_engine(parser: argparse.ArgumentParser) -> None:
     """--engine and --yolov5-dir: which trainer a trial measures."""
     parser.add_argument(
-        "--engine", default="ultralytics", type=engine_name, metavar="{" + ",".join(NAMES) + "}",
+        "--engine", default=engines.DEFAULT, type=engine_name, metavar="{" + ",".join(NAMES) + "}",
         help="trainer: ultralytics (default; the ultralytics package) or yolov5 (classic ultralytics/yolov5 train.py)",
     )
     parser.add_argument(

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from speedopt import doctor
 from speedopt.cli._options import integer, seconds
-from speedopt.engines import NAMES
+from speedopt.engines import DEFAULT, NAMES
 from speedopt.knobs import MAX_BATCH, MAX_IMGSZ, Knobs, max_workers, validate
 
 NAME = "doctor"
@@ -34,7 +34,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--data", default=None, help="the dataset's data.yaml (YOLO format): adds the dataset checks")
     parser.add_argument("--device", default=None, help="cpu, a GPU index such as 0, or 0,1 (default: the trainers' default)")
-    parser.add_argument("--engine", default="ultralytics", choices=NAMES, help="trainer whose loggers and loader to check")
+    parser.add_argument("--engine", default=DEFAULT, choices=NAMES, help="trainer whose loggers and loader to check")
     parser.add_argument("--workers", type=integer(0, max_workers()), default=8, help="dataloader workers of your run (default 8)")
     parser.add_argument("--batch", type=integer(1, MAX_BATCH), default=16, help="batch size of your run (default 16)")
     parser.add_argument("--imgsz", type=integer(1, MAX_IMGSZ), default=640, help="image size of your run (default 640)")

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 from speedopt.engines._base import (
     MODES,
     Clock,
+    Dialect,
     Engine,
     EngineReport,
     LabelCacheBuild,
@@ -20,7 +21,7 @@ from speedopt.engines._base import (
     SplitLabels,
     TrainRun,
 )
-from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank, model_argument
+from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank
 from speedopt.engines._silent import WATCHED as SILENT_STATUS
 from speedopt.errors import UsageError
 
@@ -33,6 +34,7 @@ _ENGINES: dict[EngineName, tuple[str, str]] = {
     "standin": ("speedopt.engines.standin", "StandinEngine"),  # a tiny net: speedopt's own checks (DDP on CPU)
 }
 
+DEFAULT: Trainer = "ultralytics"  # the engine a command runs when it names none (--engine's default)
 NAMES: tuple[Trainer, ...] = get_args(Trainer)  # offered to the user; the stand-in is accepted, never listed
 _ALL: tuple[EngineName, ...] = get_args(EngineName)
 
@@ -45,20 +47,29 @@ def engine_name(text: str) -> EngineName:
     raise UsageError(f"unknown engine {text!r}; available: {', '.join(NAMES)}")
 
 
+def engine_class(name: str) -> type[Engine]:
+    """The class of the engine called ``name``, not built: what it declares (its :data:`Dialect`, its
+    ``supports_*`` flags) read without checking a checkout; importing it imports no trainer."""
+    module, cls = _ENGINES[engine_name(name)]
+    found: type[Engine] = getattr(importlib.import_module(module), cls)
+    return found
+
+
 def get(name: str, yolov5_dir: str | None = None) -> Engine:
     """Instantiate the engine called ``name``; ``yolov5_dir`` is the classic engine's checkout (optional)."""
-    module, cls = _ENGINES[engine_name(name)]
-    engine_class: type[Engine] = getattr(importlib.import_module(module), cls)
+    built = engine_class(name)
     if name == "yolov5":
-        return engine_class(yolov5_dir)  # type: ignore[call-arg]
+        return built(yolov5_dir)  # type: ignore[call-arg]
     if yolov5_dir:
         raise UsageError(f"--yolov5-dir is for --engine yolov5 only (this is --engine {name})")
-    return engine_class()
+    return built()
 
 
 __all__ = [
     "MODES",
     "Clock",
+    "DEFAULT",
+    "Dialect",
     "Engine",
     "EngineName",
     "EngineReport",
@@ -71,7 +82,7 @@ __all__ = [
     "PG_TIMEOUT_ENV",
     "SILENT_STATUS",
     "ddp_rank",
+    "engine_class",
     "engine_name",
     "get",
-    "model_argument",
 ]

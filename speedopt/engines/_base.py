@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from speedopt.knobs import COMPILE_OFF, Knobs
 
@@ -149,6 +149,12 @@ class ProbeScores:
 MODES = ("train", "data", "compute", "data-no-mosaic")
 
 
+#: The command a person trains a trainer with, the dialect speedopt prints and advises in: ``yolo`` (the Ultralytics
+#: CLI ``yolo detect train key=value ...`` and its ``YOLO(...).train(...)`` call) or ``train.py`` (the classic
+#: ``python train.py --flag ...``, run in a checkout of ultralytics/yolov5 or as ``python -m yolov5.train``).
+Dialect = Literal["yolo", "train.py"]
+
+
 def threads_of(omp_env: str | None, default: int) -> int:
     """The threads torch takes from ``OMP_NUM_THREADS`` (``omp_env``; unset or not a positive count: ``default``)."""
     try:
@@ -172,6 +178,16 @@ class Engine(abc.ABC):
     supports_ceilings: ClassVar[bool] = False  # train() honours TrainRun.mode "data" and "compute" (the ceilings)
     supports_compile: ClassVar[bool] = False  # train() honours Knobs.compile (the trainer's torch.compile option)
     supports_channels_last: ClassVar[bool] = False  # train() honours Knobs.channels_last on CUDA
+    #: The :data:`Dialect` of the user's own training command: the recommended command, the report's advice
+    #: (``val=False`` or ``--noval``), where the command runs and which logger integrations the real run loads
+    #: follow it. Declared here so that nothing outside engines/ tests an engine's name; the base answers
+    #: ``yolo`` (the stand-in prints no command, ``trains_yolov5`` False, and is checked as the default trainer).
+    dialect: ClassVar[Dialect] = "yolo"
+    #: The trainer resizes an original image exactly as ``speedopt prepare`` resizes a copy (same rounding and
+    #: interpolation, in training and validation), so a lossless prepared copy (``data=resized``) holds the very
+    #: pixels it would compute: accuracy-neutral, searched with quality off too. False: even a lossless copy is
+    #: an accuracy knob for this trainer (the classic train.py rounds a side up and validates with INTER_AREA).
+    lossless_copy_exact: ClassVar[bool] = False
 
     @abc.abstractmethod
     def version(self) -> str | None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from speedopt.engines._base import SplitLabels
-from speedopt.knobs import MODEL_SCALES
 
 T = TypeVar("T")
 
@@ -46,11 +45,6 @@ def preload_modules(*names: str) -> None:
                     importlib.import_module(name)
         finally:
             os.chdir(here)
-
-
-def model_argument(model: str) -> str:
-    """The trainer's model value: ``yolov5s`` -> ``yolov5s.yaml`` (built locally, never downloaded)."""
-    return f"{model}.yaml" if model in MODEL_SCALES else model
 
 
 def frozen_prefix(named_parameters: Iterable[tuple[str, Any]], skip: Callable[[str], bool] = lambda name: False) -> int:

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import machine
-from speedopt.data import resolution_env, write_trainer_yaml
+from speedopt._trainer_args import model_argument
+from speedopt.data import write_trainer_yaml
 from speedopt.engines import _compile
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import (
@@ -49,7 +50,6 @@ from speedopt.engines._common import (
     drain,
     frozen_prefix,
     images_read,
-    model_argument,
     package_version,
     preload_modules,
     scan_counts,
@@ -61,15 +61,14 @@ from speedopt.engines._common import (
 from speedopt.engines._silent import reject, silent_changes
 from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes
 from speedopt.engines._ultralytics_labels import patch_labels
+from speedopt.engines._ultralytics_settings import apply_settings, settings_env
 from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
-from speedopt.offline import place_font
 from speedopt.status import Status, TrialFinished, TrialRejected
 
 CPU_WORKERS_REASON = (
     "on CPU `yolo detect train` runs 0 dataloader workers whatever the command says "
     "(the trainer sets workers=0 on CPU), so the trial runs 0 as the real run will"
 )
-_INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
 
 
 def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
@@ -128,6 +127,8 @@ class UltralyticsEngine(Engine):
     supports_ceilings = True
     ddp_devices = ("cuda",)  # device=0,1 under torch.distributed.run: the trainer sets DDP up itself (NCCL)
     prefetch_batches = 4  # ultralytics.data.build: prefetch_factor=4 for the shuffled train loader
+    dialect = "yolo"  # yolo detect train ... (and YOLO(...).train(...))
+    lossless_copy_exact = True  # its loader resizes as speedopt prepare does (speedopt.data._prepare)
 
     def version(self) -> str | None:
         return package_version("ultralytics")
@@ -154,16 +155,7 @@ class UltralyticsEngine(Engine):
         return min(epochs, close_mosaic())  # the user's command leaves close_mosaic at the trainer's default
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
-        # A private settings folder: the user's own Ultralytics settings stay untouched, and ours turn
-        # off telemetry and integrations (an installed mlflow would otherwise log every trial). Called in
-        # the parent: the trial reads data.yaml against the user's working directory and datasets_dir.
-        # ULTRALYTICS_SAFE_LOAD (read by Ultralytics >= 8.4's nn/tasks.py; ignored by older ones): checkpoints load
-        # with weights_only=True and an allowlist, and a model yaml's activation is parsed, never eval()'d (issue 44;
-        # speedopt inspects both before a trial starts, speedopt.checkpoint and speedopt._model_yaml).
-        return {
-            "YOLO_OFFLINE": "1", "YOLO_CONFIG_DIR": str(cache_dir / "ultralytics-config"), "ULTRALYTICS_SAFE_LOAD": "1",
-            **resolution_env(),
-        }
+        return settings_env(cache_dir)  # private, offline settings (shared with the classic engine)
 
     def torch_threads(self, omp_env: str | None, torch_default: int) -> int:
         # `yolo` and `from ultralytics import YOLO` import ultralytics before torch, and ultralytics sets
@@ -172,16 +164,7 @@ class UltralyticsEngine(Engine):
         return super().torch_threads(omp_env, 1)
 
     def prepare(self, cache_dir: Path) -> None:
-        from ultralytics.utils import SETTINGS, USER_CONFIG_DIR
-
-        place_font(Path(USER_CONFIG_DIR))  # check_det_dataset() wants Arial.ttf and would download it
-        # datasets_dir: the private settings were created in some trial's temporary folder and would keep
-        # it; trials hand the trainer an absolute data.yaml (_trainer_data), so nothing reads it, but
-        # nothing may recreate a folder in the temp dir through it either.
-        datasets = str(cache_dir / "ultralytics-datasets")
-        wanted = {"sync": False, "datasets_dir": datasets, **dict.fromkeys(_INTEGRATIONS, False)}
-        if any(SETTINGS.get(k) != v for k, v in wanted.items()):
-            SETTINGS.update(wanted)
+        apply_settings(cache_dir)  # the datasets_dir it sets is never read: trials hand an absolute data.yaml (_trainer_data)
 
     def preload(self) -> None:
         super().preload()

@@ -3,8 +3,9 @@
 The code comes from a user's checkout (``--yolov5-dir PATH``, imported from there) or from the
 ``yolov5`` package (``pip install 'speedopt[yolov5]'``): see :mod:`speedopt.engines._yolov5_checkout`.
 A trial hands ``train.py``'s own ``parse_opt()`` the very flags speedopt prints for the config
-(:func:`speedopt.command.train_py_args`) plus trial-only ones (a private project folder, no validation,
-no checkpoints, no plots) and runs ``main(opt, callbacks)``.
+(:func:`speedopt._trainer_args.train_py_args`, below both this engine and :mod:`speedopt.command`) plus
+trial-only ones (a private project folder, no validation, no checkpoints, no plots) and runs
+``main(opt, callbacks)``.
 
 Hooks, all in the trainer's own :class:`Callbacks`: ``on_train_batch_start`` (fired as soon as the
 loader yielded a batch) and ``on_train_batch_end`` (after the optimizer step; it gets the model and
@@ -36,15 +37,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from speedopt.command import train_py_args
+from speedopt._trainer_args import train_py_args
 from speedopt.data import write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import ddp_rank, drain, images_read, package_version, preload_modules, scan_counts, sync, timed, workers_note
+from speedopt.engines._ultralytics_settings import apply_settings, settings_env
 from speedopt.engines._yolov5_checkout import checkout_root, checkout_version, import_train
 from speedopt.engines._yolov5_data import cache_file, label_dataset, probe_train_run, trial_data
 from speedopt.engines._yolov5_patches import close_loaders, no_validation, patch_module
 from speedopt.engines._yolov5_readback import knobs_as_run, loader_knobs
-from speedopt.engines.ultralytics import UltralyticsEngine
 from speedopt.knobs import Knobs
 from speedopt.offline import place_font
 from speedopt.status import Status, TrialFinished, TrialRejected
@@ -63,6 +64,7 @@ class Yolov5Engine(Engine):
     supports_label_cache = True
     supports_ceilings = True
     ddp_devices = ("cuda",)  # train.py main() sets DDP up under torch.distributed.run (NCCL)
+    dialect = "train.py"  # python train.py --flag ... in the checkout (or python -m yolov5.train)
 
     def __init__(self, yolov5_dir: str | None = None):
         self.root = checkout_root(yolov5_dir) if yolov5_dir else None
@@ -94,8 +96,8 @@ class Yolov5Engine(Engine):
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         return {
-            # The classic code imports ultralytics (today's master builds on it): same private, offline settings.
-            **UltralyticsEngine().environment(cache_dir),
+            # The classic code imports ultralytics (today's master builds on it): the same private, offline settings.
+            **settings_env(cache_dir),
             # check_font() looks for Arial.ttf here before downloading it; a private folder, speedopt's font.
             "YOLOV5_CONFIG_DIR": str(cache_dir / "yolov5-config"),
             # check_requirements() would pip-install missing packages (a subprocess our network guard cannot see).
@@ -104,7 +106,7 @@ class Yolov5Engine(Engine):
         }
 
     def prepare(self, cache_dir: Path) -> None:
-        UltralyticsEngine().prepare(cache_dir)
+        apply_settings(cache_dir)
         place_font(cache_dir / "yolov5-config")
 
     # torch_threads: the base rule. train.py imports torch before its utils/general.py sets OMP_NUM_THREADS.

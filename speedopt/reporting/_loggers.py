@@ -20,6 +20,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from speedopt import engines
 from speedopt.data import settings_file
 
 # settings key -> (the package that makes it active, Ultralytics' default when the key is missing)
@@ -79,8 +80,9 @@ def _settings() -> dict[str, object]:
 
 
 def logger_integrations(engine: str) -> list[LoggerIntegration]:
-    """The loggers the user's own run of ``engine`` (``ultralytics`` or ``yolov5``) loads on this machine."""
-    if engine == "yolov5":
+    """The loggers the user's own run of ``engine`` (``ultralytics`` or ``yolov5``) loads on this machine: what
+    its command's dialect loads (the engine declares it: ``yolo`` reads the settings file, ``train.py`` what is installed)."""
+    if engines.engine_class(engine).dialect == "train.py":
         found = [LoggerIntegration(n, p, _online(n), "installed") for n, p in _CLASSIC.items() if _installed(p)]
         return [*found, LoggerIntegration("tensorboard", "tensorboard", False, "always on in train.py")]
     settings = _settings()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from speedopt import engines
 from speedopt.errors import UsageError
 from speedopt.reporting import _ablation as ablation
 from speedopt.reporting import _artifacts as artifacts_mod
@@ -76,7 +77,8 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + ablation.section(study, result, files.figures, files.link)
     md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, pb, pr, epochs, certain)
-    md += overhead_advice(pr or pb, p.engine == "yolov5", logger_integrations(p.engine)) + copies_section(p, epochs)
+    classic = engines.engine_class(p.engine).dialect == "train.py"  # advice in the study's trainer's own terms
+    md += overhead_advice(pr or pb, classic, logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += command_section(recommendation(result), epochs)
     md += honoured_section(p) + warm_start_section(p, done)

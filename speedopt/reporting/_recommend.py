@@ -51,7 +51,8 @@ class Recommendation:
 
     @property
     def classic(self) -> bool:
-        return self.protocol.engine == "yolov5"
+        """The study's engine speaks the classic ``python train.py`` dialect (its engine says so)."""
+        return engines.engine_class(self.protocol.engine).dialect == "train.py"
 
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""

@@ -42,7 +42,7 @@ def honoured_section(p: StudyProtocol) -> list[str]:
     """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
     engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
     fixed, accepted, rules = engine.fixed_knobs(p.device), engine.accepted(p.device), engine.silent_rules()
-    entry = "python train.py" if p.engine == "yolov5" else "yolo detect train"
+    entry = "python train.py" if engine.dialect == "train.py" else "yolo detect train"
     lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
              "| knob | honoured | what the real run does |", "|---|---|---|"]
     for knob in Knobs.__dataclass_fields__:

@@ -17,7 +17,7 @@ from typing import Any
 
 from speedopt import defaults, machine
 from speedopt.data import Dataset, PrepareFormat, fingerprint, load
-from speedopt.engines import Engine, engine_name
+from speedopt.engines import Engine, engine_class, engine_name
 from speedopt.errors import UsageError
 from speedopt.isolation import check_lock, socket_fits
 from speedopt.knobs import Knobs, validate, value_text
@@ -207,7 +207,7 @@ def _data_knob(
             )
         return _DataKnob(space, policy)
     lossless = config.prepare in LOSSLESS if not copies else all(c.lossless for c in copies)
-    if lossless and config.engine == "ultralytics":
+    if lossless and engine_class(config.engine).lossless_copy_exact:
         policy = dataclasses.replace(policy, neutral=("data",))
     values: tuple[str, ...] = ("original", "resized")
     notes = []
