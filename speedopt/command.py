@@ -27,6 +27,7 @@ from speedopt.knobs import (
     parse_channels_last,
     parse_compile,
     parse_value,
+    yolo_args,
 )
 
 
@@ -56,17 +57,6 @@ def _cache_value(value: object) -> CacheMode:
     return modes[str(value).lower()]
 
 
-def _extra_args(knobs: Knobs) -> dict[str, object]:
-    """The newer knobs, only where they differ from the trainer's default (so older trainers read the command):
-    ``compile`` (False: eager) and ``channels_last`` (unset: the trainer's choice)."""
-    extra: dict[str, object] = {}
-    if knobs.compile != COMPILE_OFF:
-        extra["compile"] = True if knobs.compile == "default" else knobs.compile
-    if knobs.channels_last != "default":
-        extra["channels_last"] = knobs.channels_last == "on"
-    return extra
-
-
 def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The Ultralytics CLI command (``device=0,1`` runs DDP on several GPUs; ``weights``: ``pretrained=``, the
     checkpoint the run starts from, as the study's quality probes did)."""
@@ -76,13 +66,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
         "train",
         f"data={data}",
         f"model={model_argument(knobs.model)}",
-        f"imgsz={knobs.imgsz}",
-        f"batch={knobs.batch}",
-        f"workers={knobs.workers}",
-        f"cache={'False' if knobs.cache == 'none' else knobs.cache}",
-        f"amp={knobs.amp}",
-        f"freeze={knobs.freeze}",
-        *(f"{k}={v}" for k, v in _extra_args(knobs).items()),
+        *(f"{k}={v}" for k, v in yolo_args(knobs).items()),  # the registry's yolo keys, newer ones only where set
     ]
     if _pretrained(knobs, weights):
         parts.append(f"pretrained={weights}")
@@ -95,16 +79,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
 
 def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The equivalent ``YOLO(...).train(...)`` call."""
-    args = {
-        "data": data,
-        "imgsz": knobs.imgsz,
-        "batch": knobs.batch,
-        "workers": knobs.workers,
-        "cache": False if knobs.cache == "none" else knobs.cache,
-        "amp": knobs.amp,
-        "freeze": knobs.freeze,
-        **_extra_args(knobs),
-    }
+    args = {"data": data, **yolo_args(knobs)}
     if _pretrained(knobs, weights):
         args["pretrained"] = weights
     if epochs:
