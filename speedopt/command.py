@@ -11,21 +11,22 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from speedopt.engines import model_argument
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
     COMPILE_OFF,
+    KNOBS,
     MODEL_SCALES,
     CacheMode,
     Knobs,
     amp_text,
     parse_amp,
-    parse_channels_last,
-    parse_compile,
     parse_value,
     yolo_args,
 )
@@ -55,6 +56,11 @@ def _model_value(text: str) -> str:
 def _cache_value(value: object) -> CacheMode:
     modes: dict[str, CacheMode] = {"false": "none", "none": "none", "true": "ram", "ram": "ram", "disk": "disk"}
     return modes[str(value).lower()]
+
+
+def _newer(values: Mapping[Any, Any]) -> dict[str, Any]:
+    """The newer knobs a yolo command or call sets (the registry's, read by their parsers); absent ones keep their default."""
+    return {k.name: k.parse(values[k.yolo]) for k in KNOBS.values() if k.newer and k.yolo is not None and k.yolo in values}
 
 
 def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
@@ -113,8 +119,7 @@ def parse_yolo_train(command: str) -> TrainCommand:
         amp=parse_amp(values["amp"]),
         freeze=int(values.get("freeze", 0)),
         gpus=gpus_of(values.get("device")),
-        compile=parse_compile(values.get("compile", False)),
-        channels_last=parse_channels_last(values.get("channels_last")),
+        **_newer(values),
     )
     epochs = int(values["epochs"]) if "epochs" in values else None
     return TrainCommand(values["data"], knobs, epochs, values.get("device"), values.get("pretrained"))
@@ -137,8 +142,7 @@ def parse_python_train(code: str) -> TrainCommand:
                     amp=parse_amp(kw["amp"]),
                     freeze=kw.get("freeze", 0),
                     gpus=gpus_of(kw.get("device")),
-                    compile=parse_compile(kw.get("compile", False)),
-                    channels_last=parse_channels_last(kw.get("channels_last")),
+                    **_newer(kw),
                 )
                 return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"), kw.get("pretrained"))
     raise UsageError("no YOLO(...).train(...) call found")
