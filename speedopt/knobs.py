@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from speedopt._model_yaml import check_model_yaml
@@ -348,7 +349,7 @@ class Knob:
 
 
 def _declare(*entries: Knob) -> Mapping[str, Knob]:
-    return {k.name: k for k in entries}
+    return MappingProxyType({k.name: k for k in entries})  # read-only: the one declaration
 
 
 #: The registry: every knob, in :class:`Knobs` field order.
