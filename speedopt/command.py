@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from speedopt._trainer_args import model_argument, pretrained, train_py_args
 from speedopt.engines import DEFAULT as DEFAULT_ENGINE
@@ -20,14 +22,14 @@ from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
     COMPILE_OFF,
+    KNOBS,
     MODEL_SCALES,
     CacheMode,
     Knobs,
     amp_text,
     parse_amp,
-    parse_channels_last,
-    parse_compile,
     parse_value,
+    yolo_args,
 )
 
 
@@ -52,15 +54,9 @@ def _cache_value(value: object) -> CacheMode:
     return modes[str(value).lower()]
 
 
-def _extra_args(knobs: Knobs) -> dict[str, object]:
-    """The newer knobs, only where they differ from the trainer's default (so older trainers read the command):
-    ``compile`` (False: eager) and ``channels_last`` (unset: the trainer's choice)."""
-    extra: dict[str, object] = {}
-    if knobs.compile != COMPILE_OFF:
-        extra["compile"] = True if knobs.compile == "default" else knobs.compile
-    if knobs.channels_last != "default":
-        extra["channels_last"] = knobs.channels_last == "on"
-    return extra
+def _newer(values: Mapping[Any, Any]) -> dict[str, Any]:
+    """The newer knobs a yolo command or call sets (the registry's, read by their parsers); absent ones keep their default."""
+    return {k.name: k.parse(values[k.yolo]) for k in KNOBS.values() if k.newer and k.yolo is not None and k.yolo in values}
 
 
 def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
@@ -72,13 +68,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
         "train",
         f"data={data}",
         f"model={model_argument(knobs.model)}",
-        f"imgsz={knobs.imgsz}",
-        f"batch={knobs.batch}",
-        f"workers={knobs.workers}",
-        f"cache={'False' if knobs.cache == 'none' else knobs.cache}",
-        f"amp={knobs.amp}",
-        f"freeze={knobs.freeze}",
-        *(f"{k}={v}" for k, v in _extra_args(knobs).items()),
+        *(f"{k}={v}" for k, v in yolo_args(knobs).items()),  # the registry's yolo keys, newer ones only where set
     ]
     if pretrained(knobs, weights):
         parts.append(f"pretrained={weights}")
@@ -91,16 +81,7 @@ def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int |
 
 def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The equivalent ``YOLO(...).train(...)`` call."""
-    args = {
-        "data": data,
-        "imgsz": knobs.imgsz,
-        "batch": knobs.batch,
-        "workers": knobs.workers,
-        "cache": False if knobs.cache == "none" else knobs.cache,
-        "amp": knobs.amp,
-        "freeze": knobs.freeze,
-        **_extra_args(knobs),
-    }
+    args = {"data": data, **yolo_args(knobs)}
     if pretrained(knobs, weights):
         args["pretrained"] = weights
     if epochs:
@@ -134,8 +115,7 @@ def parse_yolo_train(command: str) -> TrainCommand:
         amp=parse_amp(values["amp"]),
         freeze=int(values.get("freeze", 0)),
         gpus=gpus_of(values.get("device")),
-        compile=parse_compile(values.get("compile", False)),
-        channels_last=parse_channels_last(values.get("channels_last")),
+        **_newer(values),
     )
     epochs = int(values["epochs"]) if "epochs" in values else None
     return TrainCommand(values["data"], knobs, epochs, values.get("device"), values.get("pretrained"))
@@ -158,8 +138,7 @@ def parse_python_train(code: str) -> TrainCommand:
                     amp=parse_amp(kw["amp"]),
                     freeze=kw.get("freeze", 0),
                     gpus=gpus_of(kw.get("device")),
-                    compile=parse_compile(kw.get("compile", False)),
-                    channels_last=parse_channels_last(kw.get("channels_last")),
+                    **_newer(kw),
                 )
                 return TrainCommand(kw["data"], knobs, kw.get("epochs"), kw.get("device"), kw.get("pretrained"))
     raise UsageError("no YOLO(...).train(...) call found")

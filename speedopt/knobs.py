@@ -1,7 +1,13 @@
-"""The speed knobs of a YOLOv5 training run: their values, domains and validation.
+"""The speed knobs of a YOLOv5 training run: their values, domains and validation, and the registry.
 
 A :class:`Knobs` value is one training configuration. It crosses module lines (CLI -> trial ->
 engine -> study), so it is a frozen dataclass with a plain-dict form for JSON and Optuna attrs.
+
+:data:`KNOBS` declares each knob once (:class:`Knob`): its spellings in the trainers' dialects, its parser and
+range form, whether it is in the accuracy signature, the ceilings it acts on, the memory it can bind, whether
+it is a one-time cost decided at the end, and whether every trainer has it. Everything that lists knobs
+(the signature, the ceilings' and memory fits' keys, the space file, the engines' fixed knobs, the printed
+command) reads it: adding a knob is a :class:`Knobs` field, a :data:`KNOBS` entry, the engines that honour it.
 """
 
 from __future__ import annotations
@@ -9,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from speedopt._model_yaml import check_model_yaml
@@ -82,8 +90,6 @@ class Knobs:
             raise UsageError(f"unknown knob(s) {', '.join(unknown)}; known knobs: {', '.join(sorted(names))}")
         return cls(**data)
 
-
-KNOB_NAMES = tuple(f.name for f in dataclasses.fields(Knobs))
 
 
 def resolve_model(model: str) -> str:
@@ -221,15 +227,18 @@ def parse_bool(text: str) -> bool:
     raise UsageError(f"expected on or off, got {shown(text)}")
 
 
+_TEXT_HEAD = ("model", "imgsz", "batch", "workers", "cache", "amp", "freeze")  # always shown, in knobs_text's form
+
+
 def knobs_text(knobs: Knobs) -> str:
-    """Compact one-line config: model imgsz batch workers cache amp freeze (and data=resized on a copy)."""
-    data = " data=resized" if knobs.data == "resized" else ""
-    gpus = f" gpus={knobs.gpus}" if knobs.gpus > 1 else ""
-    compiled = f" compile={knobs.compile}" if knobs.compile != COMPILE_OFF else ""
-    nhwc = f" channels_last={knobs.channels_last}" if knobs.channels_last != "default" else ""
+    """Compact one-line config: model imgsz batch workers cache amp freeze, then each other knob of the registry
+    that differs from its default (data=resized on a copy, gpus=2, compile=default, ...)."""
+    values = knobs.to_dict()
+    rest = "".join(f" {k.name}={value_text(values[k.name])}" for k in KNOBS.values()
+                   if k.name not in _TEXT_HEAD and values[k.name] != k.default)
     return (
         f"{knobs.model} {knobs.imgsz}px b{knobs.batch} w{knobs.workers} cache={knobs.cache} amp={amp_text(knobs.amp)} "
-        f"freeze={knobs.freeze}{data}{gpus}{compiled}{nhwc}"
+        f"freeze={knobs.freeze}{rest}"
     )
 
 
@@ -238,41 +247,156 @@ def value_text(value: Any) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
-def parse_value(knob: str, value: Any) -> Any:
-    """One knob value from YAML or the command line, checked like a trial's knob."""
-    if knob not in KNOB_NAMES:
-        raise UsageError(f"unknown knob {shown(knob)}; knobs are {', '.join(KNOB_NAMES)}")
+def _parse_cache(value: Any) -> CacheMode:
+    if isinstance(value, bool):  # the trainer's own spelling: cache=True means ram
+        return "ram" if value else "none"
     text = str(value).strip()
-    if knob == "amp":
-        return parse_amp(value)
-    if knob == "compile":
-        return parse_compile(value)
-    if knob == "channels_last":
-        return parse_channels_last(value)
-    if knob == "cache":
-        if isinstance(value, bool):  # the trainer's own spelling: cache=True means ram
-            return "ram" if value else "none"
-        text = {"true": "ram", "false": "none"}.get(text.lower(), text.lower())
-        if text not in CACHE_MODES:
-            raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {shown(value)}")
-        return text
-    if knob == "data":
-        if text.lower() not in DATA_MODES:
-            raise UsageError(
-                f"data must be one of {', '.join(DATA_MODES)}, got {shown(value)} (resized: the copy `speedopt prepare` makes)"
-            )
-        return text.lower()
-    if knob == "model":
-        stem = Path(text).stem.lower()
-        if stem in MODEL_SCALES and not Path(text).is_file():  # yolov5s.pt / yolov5s.yaml: same architecture
-            return stem
-        return validate(Knobs(model=text))[0].model
-    try:
-        number = int(text)
-    except ValueError:
-        raise UsageError(f"{knob} must be an integer, got {shown(value)}") from None
-    values: dict[str, Any] = {knob: number}
-    checked, _ = validate(dataclasses.replace(Knobs(), **values))
-    if knob == "imgsz" and checked.imgsz != number:
-        raise UsageError(f"imgsz values must be multiples of {STRIDE}, got {number}")
-    return number
+    text = {"true": "ram", "false": "none"}.get(text.lower(), text.lower())
+    if text not in CACHE_MODES:
+        raise UsageError(f"cache must be one of {', '.join(CACHE_MODES)}, got {shown(value)}")
+    return text
+
+
+def _parse_data(value: Any) -> str:
+    text = str(value).strip()
+    if text.lower() not in DATA_MODES:
+        raise UsageError(
+            f"data must be one of {', '.join(DATA_MODES)}, got {shown(value)} (resized: the copy `speedopt prepare` makes)"
+        )
+    return text.lower()
+
+
+def _parse_model(value: Any) -> str:
+    text = str(value).strip()
+    stem = Path(text).stem.lower()
+    if stem in MODEL_SCALES and not Path(text).is_file():  # yolov5s.pt / yolov5s.yaml: same architecture
+        return stem
+    return validate(Knobs(model=text))[0].model
+
+
+def _integer(knob: str) -> Callable[[Any], int]:
+    """The parser of an integer knob: an int, checked by :func:`validate` (imgsz: a multiple of the stride)."""
+
+    def parse(value: Any) -> int:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise UsageError(f"{knob} must be an integer, got {shown(value)}") from None
+        values: dict[str, Any] = {knob: number}
+        checked, _ = validate(dataclasses.replace(Knobs(), **values))
+        if knob == "imgsz" and checked.imgsz != number:
+            raise UsageError(f"imgsz values must be multiples of {STRIDE}, got {number}")
+        return number
+
+    return parse
+
+
+def _yolo_cache(value: Any) -> Any:
+    return False if value == "none" else value
+
+
+def _yolo_compile(value: Any) -> Any:
+    return True if value == "default" else value
+
+
+def _yolo_channels_last(value: Any) -> Any:
+    return value == "on"
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+Side = Literal["data", "compute"]  # the ceiling a knob acts on: the loader alone, the model's steps alone
+MemoryKind = Literal["gpu", "ram"]  # peak GPU memory, peak host RAM (with workers) on the CPU
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob, declared once: how it is spelled and parsed, and what it changes. Its default is the
+    :class:`Knobs` field's (:attr:`default`)."""
+
+    name: str
+    parse: Callable[[Any], Any]  # one value from YAML or the command line, checked like a trial's knob
+    #: its key in the Ultralytics dialect (``yolo detect train KEY=...``, ``YOLO(...).train(KEY=...)``); None: no key
+    #: of its own (``gpus`` is ``device=0,1``; ``data`` is another data.yaml)
+    yolo: str | None = None
+    yolo_value: Callable[[Any], Any] = _same  # the value as that key takes it (cache none -> False)
+    #: its flag in classic ``train.py`` (the first one printed); None: train.py has none (AMP is on exactly on CUDA)
+    train_py: str | None = None
+    aliases: tuple[str, ...] = ()  # other keys a trainer's key=value baseline may spell it with (batch_size)
+    step: int | None = None  # an integer knob a --space file may give as {low, high, step}: its default step
+    signature: int = 0  # its place in the accuracy signature as printed (1 first); 0: it never changes the trained model
+    sides: tuple[Side, ...] = ()  # the ceilings it acts on (their stored keys hold it)
+    memory: tuple[MemoryKind, ...] = ()  # the memory whose peak it changes at a given batch (memory-fit keys hold it)
+    at_end: bool = False  # a one-time cost per run (a cold torch.compile), measured apart from the steady images/s
+    #: where not every trainer has it: the option's name in "the X trainer has no OPTION option"; an engine lists
+    #: the knob in :attr:`speedopt.engines.Engine.honours` to run it, others fix it at its default
+    option: str | None = None
+    cuda_only: bool = False  # the trainer ignores it off CUDA: engines fix it at its default on the CPU
+    #: a key the yolo dialect writes only where the value differs from the default (older trainers read the command)
+    newer: bool = False
+
+    @property
+    def default(self) -> Any:
+        """The trainer's own default (the :class:`Knobs` field's)."""
+        return getattr(Knobs(), self.name)
+
+    @property
+    def ranged(self) -> bool:
+        """A --space file may give it as ``{low, high, step}``."""
+        return self.step is not None
+
+
+def _declare(*entries: Knob) -> Mapping[str, Knob]:
+    return MappingProxyType({k.name: k for k in entries})  # read-only: the one declaration
+
+
+#: The registry: every knob, in :class:`Knobs` field order.
+KNOBS: Mapping[str, Knob] = _declare(
+    Knob("model", _parse_model, yolo="model", aliases=("weights",), signature=1, sides=("compute",), memory=("gpu", "ram")),
+    Knob("imgsz", _integer("imgsz"), yolo="imgsz", train_py="--img", aliases=("img",), step=STRIDE, signature=2,
+         sides=("data", "compute"), memory=("gpu", "ram")),
+    Knob("batch", _integer("batch"), yolo="batch", train_py="--batch-size", aliases=("batch_size",), step=1, signature=4,
+         sides=("data", "compute")),
+    Knob("workers", _integer("workers"), yolo="workers", train_py="--workers", step=1, sides=("data",), memory=("ram",)),
+    Knob("cache", _parse_cache, yolo="cache", yolo_value=_yolo_cache, train_py="--cache", sides=("data",)),
+    Knob("amp", parse_amp, yolo="amp", signature=5, sides=("compute",), memory=("gpu",)),
+    Knob("freeze", _integer("freeze"), yolo="freeze", train_py="--freeze", step=1, signature=3, sides=("compute",),
+         memory=("gpu", "ram")),
+    Knob("data", _parse_data, signature=6, sides=("data",), memory=("ram",)),
+    Knob("gpus", _integer("gpus"), step=1, memory=("gpu",)),
+    Knob("compile", parse_compile, yolo="compile", yolo_value=_yolo_compile, sides=("compute",), memory=("gpu",),
+         at_end=True, option="torch.compile", newer=True),
+    Knob("channels_last", parse_channels_last, yolo="channels_last", yolo_value=_yolo_channels_last, sides=("compute",),
+         memory=("gpu",), option="channels_last", cuda_only=True, newer=True),
+)
+KNOB_NAMES = tuple(KNOBS)
+
+
+def knob(name: str) -> Knob:
+    """The registry's entry for ``name``; UsageError naming the knobs for any other name."""
+    if name not in KNOBS:
+        raise UsageError(f"unknown knob {shown(name)}; knobs are {', '.join(KNOB_NAMES)}")
+    return KNOBS[name]
+
+
+def knob_names(where: Callable[[Knob], object]) -> tuple[str, ...]:
+    """The knobs whose entry satisfies ``where``, in :class:`Knobs` field order (``knob_names(lambda k: k.ranged)``)."""
+    return tuple(k.name for k in KNOBS.values() if where(k))
+
+
+def parse_value(knob_name: str, value: Any) -> Any:
+    """One knob value from YAML or the command line, checked like a trial's knob."""
+    return knob(knob_name).parse(value)
+
+
+def yolo_args(knobs: Knobs) -> dict[str, Any]:
+    """The knobs as Ultralytics keyword arguments, in knob order, less the model (its argument is the engine's
+    to write) and the newer keys left at their default (so an older trainer reads the command)."""
+    values = knobs.to_dict()
+    return {
+        k.yolo: k.yolo_value(values[k.name])
+        for k in KNOBS.values()
+        if k.yolo and k.name != "model" and not (k.newer and values[k.name] == k.default)
+    }

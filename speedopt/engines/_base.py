@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from speedopt.knobs import COMPILE_OFF, Knobs
+from speedopt.knobs import KNOBS, Knobs
 
 
 class Clock(Protocol):
@@ -176,8 +176,8 @@ class Engine(abc.ABC):
     ddp_devices: ClassVar[tuple[str, ...]] = ()  # where train() runs as a DDP rank under torch.distributed.run: "cuda", "cpu"
     trains_yolov5: ClassVar[bool] = True  # False for a stand-in: its study prints no training command
     supports_ceilings: ClassVar[bool] = False  # train() honours TrainRun.mode "data" and "compute" (the ceilings)
-    supports_compile: ClassVar[bool] = False  # train() honours Knobs.compile (the trainer's torch.compile option)
-    supports_channels_last: ClassVar[bool] = False  # train() honours Knobs.channels_last on CUDA
+    #: the knobs not every trainer has (:attr:`speedopt.knobs.Knob.option`: compile, channels_last) that train() honours
+    honours: ClassVar[frozenset[str]] = frozenset()
     #: The :data:`Dialect` of the user's own training command: the recommended command, the report's advice
     #: (``val=False`` or ``--noval``), where the command runs and which logger integrations the real run loads
     #: follow it. Declared here so that nothing outside engines/ tests an engine's name; the base answers
@@ -197,16 +197,15 @@ class Engine(abc.ABC):
         """Knobs this trainer has no switch for on ``device``: knob -> (the value it always runs, why).
 
         The trial runs that value whatever was asked and notes why; a search does not vary the knob. The base
-        fixes the knobs of newer trainers an engine does not declare (``compile``, ``channels_last``); engines
-        that override it start from it.
+        fixes at their defaults the knobs not every trainer has that the engine does not list in :attr:`honours`
+        (``compile``, ``channels_last``), and the CUDA-only ones on the CPU; engines that override it start from it.
         """
         fixed: dict[str, tuple[Any, str]] = {}
-        if not self.supports_compile:
-            fixed["compile"] = (COMPILE_OFF, f"the {self.name} trainer has no torch.compile option")
-        if not self.supports_channels_last:
-            fixed["channels_last"] = ("default", f"the {self.name} trainer has no channels_last option")
-        elif device == "cpu":
-            fixed["channels_last"] = ("default", "channels_last is a CUDA-only option: the trainer ignores it on the CPU")
+        for knob in KNOBS.values():
+            if knob.option and knob.name not in self.honours:
+                fixed[knob.name] = (knob.default, f"the {self.name} trainer has no {knob.option} option")
+            elif knob.cuda_only and device == "cpu":
+                fixed[knob.name] = (knob.default, f"{knob.name} is a CUDA-only option: the trainer ignores it on the CPU")
         return fixed
 
     def accepted(self, device: str) -> dict[str, tuple[tuple[Any, ...], str]]:

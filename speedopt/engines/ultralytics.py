@@ -133,8 +133,7 @@ class UltralyticsEngine(Engine):
     def version(self) -> str | None:
         return package_version("ultralytics")
 
-    supports_compile = True
-    supports_channels_last = True
+    honours = frozenset({"compile", "channels_last"})
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         fixed = super().fixed_knobs(device)

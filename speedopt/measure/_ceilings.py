@@ -24,16 +24,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.knobs import KNOBS, MODEL_SCALES, Knobs, knob_names
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
 from speedopt.status import Status
 
 CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
-DATA_KNOBS = ("workers", "cache", "imgsz", "batch", "data")
-COMPUTE_KNOBS = ("model", "imgsz", "batch", "amp", "freeze", "compile", "channels_last")
-_NEWER = ("compile", "channels_last")
+DATA_KNOBS = knob_names(lambda k: "data" in k.sides)  # the registry's knobs that act on the loader
+COMPUTE_KNOBS = knob_names(lambda k: "compute" in k.sides)  # ... and on the model's steps
+#: The stored keys' format (a study keeps its ceilings by key): the knobs a ceiling depended on when keys were first
+#: stored, always written, in this order; a knob added since follows them in registry order, written only where it
+#: differs from its default, so every key stored before it still matches.
+_KEY_FORMAT = ("workers", "cache", "model", "imgsz", "batch", "amp", "freeze", "data")
 KNOBS_OF: dict[CeilingKind, tuple[str, ...]] = {"data": DATA_KNOBS, "compute": COMPUTE_KNOBS}  # the knobs each ceiling depends on
 _WHAT: dict[CeilingKind, str] = {"data": "the train loader alone, no model step", "compute": "the model's steps alone, on its first batches kept on the device"}
 
@@ -43,10 +46,11 @@ Measure = Callable[[TrialRequest], TrialResult]
 
 def key_of(kind: CeilingKind, knobs: Knobs) -> str:
     """The knobs a ``kind`` ceiling depends on, as text: ``workers=2 cache=ram imgsz=320 batch=16 data=original``."""
-    names = DATA_KNOBS if kind == "data" else COMPUTE_KNOBS
-    values, unset = knobs.to_dict(), Knobs().to_dict()
-    # the newer knobs (compile, channels_last) only where set: keys stored before them still match
-    return " ".join(f"{n}={values[n]}" for n in names if n not in _NEWER or values[n] != unset[n])
+    names = KNOBS_OF[kind]
+    values = knobs.to_dict()
+    first = [n for n in _KEY_FORMAT if n in names]
+    newer = [n for n in names if n not in _KEY_FORMAT and values[n] != KNOBS[n].default]
+    return " ".join(f"{n}={values[n]}" for n in (*first, *newer))
 
 
 def ceiling_knobs(kind: CeilingKind, knobs: Knobs) -> Knobs:

@@ -16,11 +16,12 @@ from speedopt import defaults
 from speedopt.checkpoint import check_weights_file
 from speedopt.data import Dataset, label_path
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs, amp_text
+from speedopt.knobs import KNOBS, Knobs, amp_text
 from speedopt.measure import positive
 from speedopt.quality._budget import ProbeBudget, cap_text
 
-ACCURACY_KNOBS = ("model", "imgsz", "freeze", "batch", "amp", "data")
+#: The accuracy signature: the registry's knobs that can change the trained model, in their printed order.
+ACCURACY_KNOBS = tuple(sorted((k.name for k in KNOBS.values() if k.signature), key=lambda name: KNOBS[name].signature))
 #: ``--quality``: probe a signature only when it could be the best (lazy), probe every one, or keep accuracy knobs
 QualityMode = Literal["probe", "all", "off"]
 _MODES: tuple[QualityMode, ...] = get_args(QualityMode)

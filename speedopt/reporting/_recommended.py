@@ -4,7 +4,7 @@ command honours on the study's device."""
 from __future__ import annotations
 
 from speedopt import engines
-from speedopt.knobs import Knobs, value_text
+from speedopt.knobs import KNOB_NAMES, value_text
 from speedopt.reporting._recommend import Recommendation
 from speedopt.reporting._text import cell
 from speedopt.study import StudyProtocol
@@ -45,7 +45,7 @@ def honoured_section(p: StudyProtocol) -> list[str]:
     entry = "python train.py" if engine.dialect == "train.py" else "yolo detect train"
     lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
              "| knob | honoured | what the real run does |", "|---|---|---|"]
-    for knob in Knobs.__dataclass_fields__:
+    for knob in KNOB_NAMES:
         if knob in fixed:
             value, why = fixed[knob]
             lines.append(f"| {knob} | no | always {value_text(value)}: {cell(why)}; trials ran the same |")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from speedopt.data import Dataset
-from speedopt.knobs import Knobs
+from speedopt.knobs import KNOBS, Knobs
 
 LIMIT = 0.90  # a config predicted above this share of the memory is infeasible
 FIT_STEPS = 2  # measured steps of each fitting trial (after one warm-up step)
@@ -32,13 +32,22 @@ def kind_of(device: str) -> str:
     return "ram" if device == "cpu" else "gpu"
 
 
+#: The stored keys' format (a study keeps its fits by key): the knobs each kind of peak depended on when keys were
+#: first stored, written as below; a knob the registry adds to a kind since follows as `` knob=value``, only where it
+#: differs from its default, so every key stored before it still matches.
+_KEY_FORMAT = {"gpu": ("model", "imgsz", "amp", "freeze", "gpus"), "ram": ("model", "imgsz", "freeze", "workers", "data")}
+
+
 def memory_key(knobs: Knobs, device: str) -> str:
-    """The knobs peak memory depends on (GPU: model, imgsz, amp, freeze, gpus; RAM: model, imgsz, freeze, workers, data)."""
-    if kind_of(device) == "gpu":  # compile and channels_last change the kernels, so the memory (only where set)
-        newer = "".join(f" {k}={getattr(knobs, k)}" for k, unset in (("compile", "off"), ("channels_last", "default"))
-                        if getattr(knobs, k) != unset)
+    """The knobs peak memory depends on (the registry's :attr:`~speedopt.knobs.Knob.memory`; GPU: model, imgsz, amp,
+    freeze, gpus, compile, channels_last; RAM: model, imgsz, freeze, workers, data)."""
+    kind = kind_of(device)
+    values = knobs.to_dict()
+    newer = "".join(f" {k.name}={values[k.name]}" for k in KNOBS.values()
+                    if kind in k.memory and k.name not in _KEY_FORMAT[kind] and values[k.name] != k.default)
+    if kind == "gpu":
         return f"gpu {knobs.model} {knobs.imgsz} amp={knobs.amp} freeze={knobs.freeze} gpus={knobs.gpus}{newer}"
-    return f"ram {knobs.model} {knobs.imgsz} freeze={knobs.freeze} workers={knobs.workers} data={knobs.data}"
+    return f"ram {knobs.model} {knobs.imgsz} freeze={knobs.freeze} workers={knobs.workers} data={knobs.data}{newer}"
 
 
 def fit_knobs(knobs: Knobs, device: str, batch: int) -> Knobs:

@@ -16,10 +16,14 @@ from typing import Any
 
 from speedopt.data import read_yaml
 from speedopt.errors import UsageError
-from speedopt.knobs import CACHE_MODES, COMPILE_OFF, MODEL_SCALES, STRIDE, Knobs, parse_value, shown, value_text
+from speedopt.knobs import CACHE_MODES, COMPILE_OFF, KNOBS, MODEL_SCALES, STRIDE, Knobs, knob_names, parse_value, shown, value_text
 from speedopt.study import Domain, Space
 
-ORDERED = ("workers", "batch", "imgsz", "freeze", "gpus")  # integer knobs that may be given as {low, high, step}
+ORDERED = knob_names(lambda k: k.ranged)  # integer knobs that may be given as {low, high, step}
+
+
+#: The trainers' other spellings of a knob in a key=value baseline (batch_size=16, img=640, weights=yolov5s.pt).
+_ALIASES = {alias: k.name for k in KNOBS.values() for alias in k.aliases}
 
 
 def gpu_counts(pool: int) -> tuple[int, ...]:
@@ -105,8 +109,9 @@ def _range(knob: str, low: Any, high: Any, step: Any, source: str) -> Domain:
             f"{source}: {knob} range must have low <= high and a positive integer step, "
             f"got low={low} high={high} step={shown(step)}"
         )
-    if knob == "imgsz" and step % STRIDE:
-        raise UsageError(f"{source}: imgsz range step must be a multiple of {STRIDE}, got {step}")
+    unit = KNOBS[knob].step or 1
+    if step % unit:
+        raise UsageError(f"{source}: {knob} range step must be a multiple of {unit}, got {step}")
     return Domain(low=low, high=high, step=step)
 
 
@@ -116,7 +121,7 @@ def _parse_domain(knob: str, spec: Any, source: str) -> Domain:
             raise UsageError(f"{source}: {knob} takes a list of values, not a range")
         if set(spec) - {"low", "high", "step"} or not {"low", "high"} <= set(spec):
             raise UsageError(f"{source}: {knob} range needs low and high (and optionally step), got {shown(spec)}")
-        return _range(knob, spec["low"], spec["high"], spec.get("step", STRIDE if knob == "imgsz" else 1), source)
+        return _range(knob, spec["low"], spec["high"], spec.get("step", KNOBS[knob].step), source)
     values = spec if isinstance(spec, list) else [spec]
     if not values:
         raise UsageError(f"{source}: {knob} has no values")
@@ -170,7 +175,7 @@ def parse_baseline(text: str | None, pinned: dict[str, Any] | None = None) -> Kn
         key, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--baseline expects key=value pairs like 'model=yolov5s imgsz=640', got {item!r}")
-        key = {"batch_size": "batch", "img": "imgsz", "weights": "model"}.get(key, key)
+        key = _ALIASES.get(key, key)
         if key == "device" and "," in value:  # the trainer's multi-GPU form: device=0,1 is DDP on 2 GPUs
             values["gpus"] = len([v for v in value.split(",") if v.strip()])
             continue
