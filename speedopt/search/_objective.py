@@ -25,11 +25,10 @@ from speedopt.knobs import Knobs
 from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
-from speedopt.search._clock import Clock
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
 from speedopt.status import Status
-from speedopt.study import Space, schema, worker_id
+from speedopt.study import Clock, Space, schema, worker_id
 
 if TYPE_CHECKING:
     import optuna

@@ -25,7 +25,6 @@ from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
-from speedopt.search._clock import Clock
 from speedopt.search._ends import ends
 from speedopt.search._interrupt import Interrupts
 from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
@@ -36,6 +35,7 @@ from speedopt.study import (
     GRACE_S,
     HEARTBEAT_S,
     Claim,
+    Clock,
     Need,
     Ranking,
     SearchOutcome,
