@@ -6,24 +6,25 @@ passes (every config once, then again), each job forked from a warm worker as a 
 waits for it (``wall_s``) and the part of it the measured steps took (``measured_s``; the rest is the job's
 fixed cost: request, fork, set-up, warm-up, result).
 
-Replay (``--replay``): for each table and each of ``--seeds`` seeds, the search's own code runs with the
-table in place of the trainer: Optuna's TPE sampler seeded as a search seeds it, the baseline first, the
-skip of measured configs, ``--trials`` trials, then the finals (``speedopt.search._finals``: the sequential
-rounds) and the ablation (``speedopt.search._ablation``: its reuse). Each config the search measures answers
-with one of its repeats drawn at random and costs that repeat's wall time. Not replayed: the pruner (the
-table holds no per-step rates), the ceilings and their rules (no ceiling jobs in the table), quality
-probes (every config counts as accurate enough, as in ``search_efficiency.py``), memory fits.
+Replay (``--replay``): for each table and each of ``--seeds`` seeds, the shipped search runs with the table in
+place of the trainer: :func:`speedopt.search.run` on a plan made by :func:`speedopt.search.plan` (TPE seeded as
+a search seeds it, the baseline first, the skips, the pruner, the ceiling rules, the memory-fit rule, the quality
+probes' policy, ``--trials`` trials, the finals and the ablation), given a :class:`speedopt.search.Runner` that
+answers each job from the table. A config the search measures answers with one of its repeats drawn at random,
+its running images/s reported step by step (the pruner may stop it part-way), and costs that repeat's wall time
+(a pruned one: its fixed part and the share of its measured steps it ran). The table holds no ceilings, no
+accuracy and no memory peaks: a ceiling job is answered as not measured (the ceiling rules then bound nothing),
+every quality probe scores alike (every config keeps accuracy; a probe costs nothing) and a memory fit's short
+trials find no peak. The plan reads a small stand-in of the table's images (and a PNG copy for the data knob).
 
 Printed per table: the share of seeds whose pick (the finals' recommendation, or the baseline) has a mean
 images/s within 5% of the best config's mean; the median of the search's cost over the grid's (the grid:
-each config measured once, at its mean wall time); and the median cost by stage. ``--before`` replays the
-search as it was before issue 30 (every finals round for every finalist, the ablation measuring its whole
-path again), so one run prints both. Goals (issue 30): a pick within 5% in at least 90% of seeds, at a
-median cost of at most 35% of the grid's.
+each config measured once, at its mean wall time); and the median cost by stage. Goals (issue 30): a pick
+within 5% in at least 90% of seeds, at a median cost of at most 35% of the grid's.
 
     python benchmarks/replay.py --measure data [--repeats 3]     # 18 configs: about 30 min on 2 CPU cores
     python benchmarks/replay.py --measure compute [--repeats 3]  # 24 configs: about 20 min
-    python benchmarks/replay.py --replay [--seeds 50] [--trials 6] [--before]
+    python benchmarks/replay.py --replay [--seeds 50] [--trials 6]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +46,10 @@ import optuna
 import speedopt
 from speedopt import data, engines
 from speedopt.knobs import Knobs
-from speedopt.measure import TrialResult, warm_worker
+from speedopt.measure import JobOutcome, LabelCaches, TrialProgress, TrialRequest, TrialResult, warm_worker
 from speedopt.offline import cache_dir
-from speedopt.search import _ablation as ablation_mod
-from speedopt.search import _finals as finals_mod
-from speedopt.search import _sequential as sequential
-from speedopt.search._objective import suggest
-from speedopt.search._open import sampler
-from speedopt.search._stop import DUPLICATE_LIMIT, QUEUE_AFTER, duplicate_of, enqueue_unmeasured, unmeasured
+from speedopt.search import QuietView, Runner, SearchConfig, plan, run
 from speedopt.status import Status
-from speedopt.study import Domain, Space, outcome, records, schema
 
 TABLES = Path(__file__).parent / "replay"
 #: The named spaces: what varies, the fixed knobs, the baseline's values, and the images they train on.
@@ -73,12 +68,7 @@ SPACES: dict[str, dict[str, Any]] = {
     },
 }
 WITHIN = 0.05  # a pick within 5% of the best config's mean images/s is a good pick
-before = [False]  # replaying the search as it was before issue 30 (before_issue_30)
-
-
-def before_sampler(seed: int) -> optuna.samplers.BaseSampler:
-    """The search's sampler before issue 30: Optuna's default 10 random trials first."""
-    return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+MAP50_95 = 0.5  # what every quality probe scores: the table holds no accuracy, every config keeps it
 
 
 def _key(values: dict[str, Any], vary: dict[str, list[Any]]) -> str:
@@ -124,87 +114,104 @@ def measure(name: str, repeats: int, steps: int, warmup: int) -> Path:
     return out
 
 
-class Replayed:
-    """The table in place of the trainer: a config answers with one of its repeats, and its wall time is billed."""
+class Table(Runner):
+    """The table in place of the trainer: a config answers with one of its repeats, and its wall time is billed
+    to the stage the search is in (:class:`Stages`)."""
 
     def __init__(self, table: dict[str, Any], rng: random.Random) -> None:
         self.table, self.rng, self.vary = table, rng, table["vary"]
         self.cost: dict[str, float] = {}
         self.stage = "trials"
 
-    def __call__(self, knobs: Knobs) -> TrialResult:
+    def _bill(self, seconds: float) -> None:
+        self.cost[self.stage] = self.cost.get(self.stage, 0.0) + seconds
+
+    def trial(self, request: TrialRequest, progress: Any = None, on_wait: Any = None, owner: str = "", dataset: Any = None) -> TrialResult:
+        knobs = request.requested
+        if request.mode != "train":  # a ceiling job: the table holds none
+            return TrialResult(Status.ERROR, "the replayed table holds no ceilings", request.knobs, knobs, request.device, request.engine)
         repeats = self.table["configs"].get(_key(knobs.to_dict(), self.vary))
-        if not repeats:
-            return TrialResult(Status.INFEASIBLE, "not in the table", knobs, knobs, "cpu", "ultralytics")
+        if not repeats:  # outside the table's grid (a memory fit's batch, say)
+            return TrialResult(Status.INFEASIBLE, "not in the table", request.knobs, knobs, request.device, request.engine)
         row = self.rng.choice(repeats)
-        self.cost[self.stage] = self.cost.get(self.stage, 0.0) + row["wall_s"]
-        return TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=row["images_per_s"],
-                           ci_rel=row["ci_rel"], steps=10, wall_s=row["wall_s"], measured_s=row["measured_s"])
+        steps = max(1, request.steps)
+        fixed_s = row["wall_s"] - row["measured_s"]
+        for step in range(1, steps + 1):  # the running images/s, as a trial's child reports it: the pruner's input
+            try:
+                if progress is not None:
+                    progress(TrialProgress("measure", step, steps, row["images_per_s"]))
+            except optuna.TrialPruned:
+                self._bill(fixed_s + row["measured_s"] * step / steps)
+                raise
+        self._bill(row["wall_s"])
+        return TrialResult(Status.OK, "", request.knobs, knobs, request.device, request.engine, images_per_s=row["images_per_s"],
+                           ci_rel=row["ci_rel"], steps=steps, wall_s=row["wall_s"], measured_s=row["measured_s"])
+
+    def job(self, job: Any, owner: str, progress: Any = None, on_wait: Any = None) -> JobOutcome:
+        """A quality probe: every signature scores alike (the table holds no accuracy) and costs nothing."""
+        now = time.time()
+        figures = {"map50": MAP50_95 * 1.5, "map50_95": MAP50_95, "images": 1}
+        return JobOutcome(Status.OK, "", figures, 0.0, "", (), now, now)
+
+    def label_caches(self, yamls: Any, engine: Any, yolov5_dir: Any, images: int, owner: str, progress: Any = None, on_wait: Any = None) -> LabelCaches:
+        return LabelCaches()  # none built: the replayed trials run nothing that scans labels
 
 
-def _objective(space: Space, baseline: Knobs, answer: Replayed, used_up: list[bool], seed: int) -> Callable[[optuna.Trial], float]:
-    in_a_row = [0]
+class Stages(QuietView):
+    """Tells the table which stage the search is in, so each measurement is billed to it."""
 
-    def run(trial: optuna.Trial) -> float:
-        knobs = baseline if trial.user_attrs.get(schema.ROLE) == "baseline" else suggest(trial, space)
-        asked = TrialResult(Status.ERROR, "", knobs, knobs, "cpu", "ultralytics")
-        if duplicate_of(trial.study, knobs, asked) is not None:  # the search's skip: measured before, no cost
-            in_a_row[0] += 1
-            used = False
-            if not before[0] and in_a_row[0] >= QUEUE_AFTER:  # the search's Skips.check
-                used = not enqueue_unmeasured(trial.study, space, seed * 100_003 + trial.number) and unmeasured(trial.study, space) == []
-            if in_a_row[0] >= DUPLICATE_LIMIT or used:
-                used_up[0] = True
-                trial.study.stop()
-            raise optuna.TrialPruned("measured before")
-        in_a_row[0] = 0
-        result = answer(knobs)
-        schema.write_measurement(trial, result.to_dict())
-        trial.set_user_attr("feasible", True)
-        return float(result.images_per_s or 0.0)
+    def __init__(self, table: Table) -> None:
+        self.table = table
 
-    return run
+    def finals_started(self, *args: Any, **kwargs: Any) -> None:
+        self.table.stage = "finals"
+
+    def ablation_started(self, *args: Any, **kwargs: Any) -> None:
+        self.table.stage = "ablation"
 
 
-def replay_once(table: dict[str, Any], seed: int, trials: int, finalists: int, repeats: int, min_gain: float) -> tuple[str, dict[str, float]]:
-    """One search against the table: its pick (the config's key) and its cost by stage."""
+def stand_in(table: dict[str, Any], folder: Path) -> tuple[str, str]:
+    """A small stand-in of the table's images (the plan reads a dataset; the table answers every job) and a space
+    file of the table's grid; a PNG copy at the table's imgsz where the table varies ``data``."""
+    images = SPACES[table["space"]]["images"]
+    spec = data.DemoSpec(train=8, val=4, width=images["width"] // 6, height=images["height"] // 6, quality=images["quality"])
+    yaml_path = data.generate(folder / "images", spec)
+    if "data" in table["vary"]:
+        data.prepare(data.load(yaml_path), data.PrepareSpec(imgsz=table["fixed"]["imgsz"], format="png"), jobs=1)
+    space = folder / "space.yaml"
+    grid = {**table["vary"], **{k: [v] for k, v in table["fixed"].items()}}
+    space.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in grid.items()))
+    return str(yaml_path), str(space)
+
+
+def replay_once(
+    table: dict[str, Any], yaml_path: str, space: str, folder: Path, seed: int, trials: int, finalists: int, repeats: int,
+    min_gain: float,
+) -> tuple[str, dict[str, float]]:
+    """One shipped search against the table: its pick (the config's key) and its cost by stage."""
     vary = table["vary"]
-    space = Space({**{k: Domain(choices=tuple(v)) for k, v in vary.items()}, **{k: Domain(choices=(v,)) for k, v in table["fixed"].items()}})
-    baseline = Knobs(**{**table["fixed"], **table["baseline"]})
-    answer = Replayed(table, random.Random(seed))
-    study = optuna.create_study(direction="maximize", sampler=before_sampler(seed) if before[0] else sampler(trials, seed))
-    study.enqueue_trial(dict(table["baseline"]), user_attrs={schema.ROLE: "baseline"})
-    done = lambda: sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False))  # noqa: E731
-    used_up = [False]
-    objective = _objective(space, baseline, answer, used_up, seed)
-    while done() < trials and not used_up[0]:
-        study.optimize(objective, n_trials=trials - done())
-    answer.stage = "finals"
-    finals = finals_mod.run(study, records(study), finalists, repeats, answer, min_gain)
-    answer.stage = "ablation"
-    ablation_mod.run(study, records(study), finals, answer, lambda k: None if _key(k.to_dict(), vary) in table["configs"] else "not in the table", min_gain)
-    pick = outcome(study).recommended
-    return (_key(pick.config.to_dict(), vary) if pick else _key(baseline.to_dict(), vary)), answer.cost
-
-
-@contextlib.contextmanager
-def before_issue_30() -> Iterator[None]:
-    """The search as it was: Optuna's default 10 random trials first, no unmeasured config queued after a repeated
-    one, every finals round for every finalist, the ablation measuring its whole path again (its ordering never
-    reusing a search trial is not replayed)."""
-    look, reused = sequential.look, ablation_mod.reused
-    sequential.look = lambda finals, round_: finals
-    ablation_mod.reused = lambda ablation, finals: ablation
-    before[0] = True
-    try:
-        yield
-    finally:
-        sequential.look, ablation_mod.reused = look, reused
-        before[0] = False
+    baseline = {**table["fixed"], **table["baseline"]}
+    config = SearchConfig(  # a journal file: the same study as SQLite's, a fifth of the time per replayed search
+        data=yaml_path, trials=trials, storage=f"{folder}/replay.log", study=f"{table['space']}-{seed}",
+        space_file=space, baseline=" ".join(f"{k}={v}" for k, v in baseline.items()), steps=table["steps"],
+        warmup=table["warmup"], finalists=finalists, repeats=repeats, min_gain=min_gain, seed=seed, device="cpu",
+        warm=False, ends=False,
+    )
+    answer = Table(table, random.Random(seed))
+    result = run(plan(config), Stages(answer), answer)
+    pick = result.recommended
+    return (_key(pick.config.to_dict(), vary) if pick else _key(baseline, vary)), answer.cost
 
 
 def replay(path: Path, seeds: int, trials: int, finalists: int, repeats: int, min_gain: float) -> None:
     table = json.loads(path.read_text())
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):  # the copy is made and found under ./prepared
+        yaml_path, space = stand_in(table, Path(tmp))
+        runs = [replay_once(table, yaml_path, space, Path(tmp), seed, trials, finalists, repeats, min_gain) for seed in range(seeds)]
+    _print(table, runs, seeds)
+
+
+def _print(table: dict[str, Any], runs: list[tuple[str, dict[str, float]]], seeds: int) -> None:
     means = {k: statistics.fmean(r["images_per_s"] for r in rows) for k, rows in table["configs"].items()}
     walls = {k: statistics.fmean(r["wall_s"] for r in rows) for k, rows in table["configs"].items()}
     best = max(means.values())
@@ -213,8 +220,7 @@ def replay(path: Path, seeds: int, trials: int, finalists: int, repeats: int, mi
     picks: list[bool] = []
     costs: list[float] = []
     stages: dict[str, list[float]] = {}
-    for seed in range(seeds):
-        pick, cost = replay_once(table, seed, trials, finalists, repeats, min_gain)
+    for pick, cost in runs:
         picks.append(pick in good)
         costs.append(sum(cost.values()) / grid_s)
         for stage, s in cost.items():
@@ -241,21 +247,16 @@ def main() -> None:
     parser.add_argument("--finalists", type=int, default=3)
     parser.add_argument("--finals-repeats", type=int, default=3)
     parser.add_argument("--min-gain", type=float, default=0.05)
-    parser.add_argument("--before", action="store_true", help="also replay the search as it was before issue 30")
     args = parser.parse_args()
     if args.measure:
         measure(args.measure, args.repeats, args.steps, args.warmup)
     if args.replay:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats, metric names
         tables = sorted(TABLES.glob("*.json"))
         if not tables:
             raise SystemExit(f"no table in {TABLES}: run --measure data and --measure compute first")
         for path in tables:
-            if args.before:
-                with before_issue_30():
-                    print("before issue 30 (every finals round, the ablation's whole path):")
-                    replay(path, args.seeds, args.trials, args.finalists, args.finals_repeats, args.min_gain)
-                print("now:")
             replay(path, args.seeds, args.trials, args.finalists, args.finals_repeats, args.min_gain)
 
 

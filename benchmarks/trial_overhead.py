@@ -22,7 +22,6 @@ from collections.abc import Sequence
 import speedopt
 from speedopt import data, engines
 from speedopt.measure import TrialOptions, TrialResult, make_request, run_trial, warm_worker
-from speedopt.measure._warm import cold
 from speedopt.offline import cache_dir
 
 
@@ -59,7 +58,7 @@ def main() -> None:
                 raise SystemExit("the warm worker did not start")
             for _ in range(args.repeats):
                 for mode in ("cold", "warm"):
-                    with cold() if mode == "cold" else contextlib.nullcontext():
+                    with warm_worker("ultralytics", None, env, enabled=False) if mode == "cold" else contextlib.nullcontext():
                         result = run_trial(request)
                     if not result.ok:
                         raise SystemExit(f"{mode} trial ended {result.status.value}: {result.message}")

@@ -29,8 +29,17 @@ from pathlib import Path
 
 import speedopt
 from speedopt import data, defaults
-from speedopt.cli._options import quiet_optuna
 from speedopt.knobs import knobs_text
+
+
+def _quiet_optuna() -> None:
+    """Optuna's INFO lines and experimental warnings would drown the benchmark's own output (as the CLI quiets them)."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def main() -> None:
@@ -47,7 +56,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--yolov5-dir", default=None)
     args = parser.parse_args()
-    quiet_optuna()
+    _quiet_optuna()
     if args.three_way:
         three_way(args.workers or 2, args.rounds, args.yolov5_dir)
         return
@@ -103,7 +112,6 @@ def three_way(workers: int, rounds: int, yolov5_dir: str | None) -> None:
 
     from speedopt import engines
     from speedopt.measure import Ceilings, TrialOptions, make_request, measure_ceilings, run_trial, warm_worker
-    from speedopt.measure._warm import cold
     from speedopt.offline import cache_dir
 
     if yolov5_dir is None:
@@ -121,7 +129,7 @@ def three_way(workers: int, rounds: int, yolov5_dir: str | None) -> None:
                         if way == "real":
                             speed, text = _real(demo, knobs, yolov5_dir, Path(tempfile.mkdtemp(dir=tmp))), "epoch 2 of 3"
                         else:
-                            with cold() if way == "cold" else contextlib.nullcontext():
+                            with warm_worker("yolov5", yolov5_dir, env, enabled=False) if way == "cold" else contextlib.nullcontext():
                                 r = run_trial(make_request(demo, knobs, opts))
                             speed = r.images_per_s if r.ok else None
                             text = f"+/-{100 * (r.ci_rel or 0):.1f}%, {r.steps} steps, {getattr(r, 'torch_threads', None)} torch threads"

@@ -64,13 +64,13 @@ def test_search_efficiency_runs():
 
 
 def test_replay_replays_the_search_against_its_stored_tables():
-    """The tables are in the repository; a replay of 2 seeds each runs the search's own code in seconds."""
-    out = run_benchmark("replay.py", "--replay", "--seeds", "2", "--before", timeout=120)
+    """The tables are in the repository; a replay of 2 seeds each runs the shipped search in seconds."""
+    out = run_benchmark("replay.py", "--replay", "--seeds", "2", timeout=120)
     for table in ("compute", "data"):
-        assert len(re.findall(rf"^{table}: \d+ configs, best .* at [\d.]+ images/s", out, re.MULTILINE)) == 2, out
+        assert len(re.findall(rf"^{table}: \d+ configs, best .* at [\d.]+ images/s", out, re.MULTILINE)) == 1, out
     shares = re.findall(r"pick within 5% of the best: (\d+)% of 2 seeds", out)
     costs = re.findall(r"cost over the grid's: median ([\d.]+)x", out)
-    assert len(shares) == len(costs) == 4 and all(0 <= int(s) <= 100 for s in shares) and all(float(c) > 0 for c in costs)
+    assert len(shares) == len(costs) == 2 and all(0 <= int(s) <= 100 for s in shares) and all(float(c) > 0 for c in costs)
 
 
 def test_the_gpu_checks_search_space_is_one_the_plan_accepts_with_quality_off(tmp_path):

@@ -84,3 +84,90 @@ def test_every_public_surface_is_small():
     sizes = {sub: len(getattr(importlib.import_module(f"speedopt.{sub}"), "__all__", ())) for sub in SUBPACKAGES}
     sizes["speedopt"] = len(speedopt.__all__)
     assert {name: size for name, size in sizes.items() if size > 25} == {}
+
+
+ROOT = PACKAGE.parent
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def _home(path: Path) -> str:
+    """The subpackage ``path`` lives in ("" for speedopt's top-level modules, "benchmarks" for a benchmark)."""
+    if path.is_relative_to(BENCHMARKS):
+        return "benchmarks"
+    inner = path.relative_to(PACKAGE).parts
+    return inner[0] if len(inner) > 1 else ""
+
+
+#: Side doors still open, by importing package and imported package: the parts of the stored records and the
+#: storage-level steps of the loop that the search (which writes the stored model) takes from study/ beside its
+#: ``__all__`` (25 names: the readers' surface), and measure/'s mosaic-off ceiling. Each is to be closed, none added:
+#: the test fails on a side door not listed here and on a listed one that is no longer used.
+KNOWN = {
+    ("search", "study"): {
+        "Change", "Probe", "Repeat", "Drop", "Ranking", "RankMode", "DataCopy", "LOSSLESS", "Domain", "WarmStart",
+        "warm_start", "baseline_trial", "measured_pruned", "Claim", "claimed", "worker_id", "check_study_name",
+        "study_names", "GRACE_S", "HEARTBEAT_S", "awaited", "recover_interrupted", "recover_stale", "retry_interrupted",
+        "say_interrupted", "write_note", "write_finals_notes",
+    },
+    ("search", "measure"): {"measure_mosaic_off"},
+    ("reporting", "measure"): {"MOSAIC_OFF"},
+    ("benchmarks", "reporting"): {"Launch", "run_trainer", "finished_at", "epoch_seconds"},  # truth.py's real run
+}
+#: The one private module a benchmark still imports: the report's driver of a real training run (issue 45, item 4
+#: makes one job runner of it and the others; truth.py then uses that runner's public names).
+BENCHMARK_PRIVATE = {("truth.py", "speedopt.reporting._trainer_run")}
+
+
+def _side_doors() -> list[str]:
+    """Every ``from speedopt.X[._y] import name`` across package lines that is not ``from speedopt.X import name``
+    with ``name`` in ``speedopt.X.__all__`` (a benchmark counts as a package of its own)."""
+    import importlib
+
+    surfaces = {sub: set(getattr(importlib.import_module(f"speedopt.{sub}"), "__all__", ())) for sub in SUBPACKAGES}
+    surfaces["cli"] = {"main", "build_parser"}
+    found = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *BENCHMARKS.glob("*.py")]):
+        home = _home(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and not node.level):
+                continue
+            parts = node.module.split(".")
+            if parts[0] != "speedopt" or len(parts) < 2 or parts[1] not in SUBPACKAGES or parts[1] == home:
+                continue
+            private = len(parts) >= 3 and parts[2].startswith("_")
+            if len(parts) >= 3 and not private:
+                continue  # a public module of its own (engines.ultralytics): its names are its own
+            for alias in node.names:
+                if private or alias.name not in surfaces[parts[1]]:
+                    found.append(f"{path.relative_to(ROOT)}: {node.module}.{alias.name}")
+    return found
+
+
+def _known(door: str) -> tuple[str, str, str] | None:
+    """The KNOWN entry ``door`` (``path: speedopt.X.name``) is, as (home, package, name); None when it is none."""
+    path, name = door.split(": ")
+    parts = name.split(".")
+    home = _home(ROOT / path)
+    if len(parts) >= 3 and parts[-1] in KNOWN.get((home, parts[1]), ()):
+        return home, parts[1], parts[-1]
+    return None
+
+
+def test_no_module_imports_a_name_outside_another_packages_all():
+    """A package's surface is its ``__all__``: another package (or a benchmark) imports only those names, and only
+    from the package itself, never from one of its private modules."""
+    doors = _side_doors()
+    assert [d for d in doors if _known(d) is None] == []
+    used = {_known(d) for d in doors}
+    assert {(home, pkg, name) for (home, pkg), names in KNOWN.items() for name in names} - used == set()
+
+
+def test_no_benchmark_imports_a_private_module():
+    """benchmarks/ measure the shipped code through its public names (``import speedopt.X._y`` included)."""
+    reaching = {
+        (path.name, name.rsplit(".", 1)[0] if name.rsplit(".", 1)[-1][:1] != "_" and name.count(".") > 2 else name)
+        for path in sorted(BENCHMARKS.glob("*.py"))
+        for name in _imports(path)
+        if name.startswith("speedopt.") and any(p.startswith("_") and not p.startswith("__") for p in name.split(".")[1:])
+    }
+    assert reaching == BENCHMARK_PRIVATE

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from speedopt import defaults, machine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import ProbeJob, TrialProgress, run_job
+from speedopt.measure import JobOutcome, ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
 from speedopt.quality._budget import ProbeBudget, cap_text, not_informative, paired_loss
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
@@ -137,6 +137,7 @@ class Judge:
     on_wait: Callable[[str], None] | None = None
     progress: Callable[[TrialProgress], None] | None = None
     note: Callable[[str], None] | None = None  # what judging will cost, said before the probes run
+    run: Callable[..., JobOutcome] = run_job  # runs a probe (run_job's signature; a replay substitutes its own)
     ran: int = field(default=0, init=False)
     hits: int = field(default=0, init=False)
     spent: dict[str, float] = field(default_factory=dict, init=False)  # wall time of probes run here, by signature
@@ -200,7 +201,7 @@ class Judge:
                 self.progress(replace(update, phase=f"{label}: {update.phase}"))
 
         start = time.monotonic()
-        outcome = run_job(job, self.owner, show, self.on_wait)
+        outcome = self.run(job, self.owner, show, self.on_wait)
         seconds = time.monotonic() - start
         self.ran += 1
         self.spent[signature_text(sig)] = self.spent.get(signature_text(sig), 0.0) + seconds

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from speedopt.reporting._projection import Projection
-from speedopt.study import SearchOutcome, payback
+from speedopt.study import SearchOutcome
 
 
 def bill_section(result: SearchOutcome, pb: Projection | None, pr: Projection | None, epochs: int, certain: bool) -> list[str]:
@@ -15,7 +15,7 @@ def bill_section(result: SearchOutcome, pb: Projection | None, pr: Projection | 
         return []
     if certain and pb is not None and pr is not None:
         saving = pb.epoch_s - pr.epoch_s
-        text = payback(bill, saving, epochs, "the projected epochs of section 3, an estimate")
+        text = bill.payback(saving, epochs, "the projected epochs of section 3, an estimate")
     else:
         text = result.payback_text(epochs)
     lines = ["## What the search cost", "", text[0].upper() + text[1:] + ".", "", "| stage | wall time | share |", "|---|---|---|"]

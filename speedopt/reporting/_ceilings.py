@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
 from speedopt.measure import Ceiling, Ceilings
-from speedopt.study import SearchOutcome, TrialRecord, ceilings_of_config, schema
+from speedopt.search import ceilings_of_config
+from speedopt.study import SearchOutcome, TrialRecord, schema
 
 if TYPE_CHECKING:
     import optuna

@@ -2,12 +2,14 @@
 
 :func:`plan` turns a :class:`SearchConfig` into a :class:`SearchPlan` (every input checked, the study's
 protocol fixed, no storage touched); :func:`run` opens the study and runs its stages, telling a
-:class:`View` what happens. The space (:func:`default_space`, ``--space`` files, ``--fix``, the baseline),
-the data knob's copies, warm start from another study, memory prediction, the stop rules (the budget,
-the skip, the pruner, stop at the ceiling), the finals and the ablation live here; what a search stores
-and how it is read back is :mod:`speedopt.study`.
+:class:`View` what happens; every job they run goes through a :class:`Runner` (the trainer's processes by
+default; ``benchmarks/replay.py`` substitutes a measured table). The space (:func:`default_space`, ``--space``
+files, ``--fix``, the baseline), the data knob's copies, memory prediction, the ceilings (measured, stored, read
+back: :func:`ceilings_of_config`), the stop rules (the budget, the skip, the pruner, stop at the ceiling), the
+finals and the ablation live here; what a search stores and how it is read back is :mod:`speedopt.study`.
 """
 
+from speedopt.search._ceilings import of_config as ceilings_of_config
 from speedopt.search._config import SearchConfig
 from speedopt.search._copies import find_copies, make_copies
 from speedopt.search._ends import validation_time
@@ -15,9 +17,9 @@ from speedopt.search._objective import suggest
 from speedopt.search._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.search._rank import MODES as RANK_MODES
 from speedopt.search._run import run
+from speedopt.search._runner import Runner
 from speedopt.search._space import default_space, load_file, parse_baseline, parse_fix
 from speedopt.search._view import QuietView, View
-from speedopt.search._warmstart import adapt
 
 __all__ = [
     "SearchConfig",
@@ -26,6 +28,7 @@ __all__ = [
     "plan_for_worker",
     "default_study_name",
     "run",
+    "Runner",
     "View",
     "QuietView",
     "RANK_MODES",
@@ -35,7 +38,7 @@ __all__ = [
     "parse_baseline",
     "find_copies",
     "make_copies",
-    "adapt",
+    "ceilings_of_config",
     "suggest",
     "validation_time",
 ]

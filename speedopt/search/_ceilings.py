@@ -1,7 +1,8 @@
 """A search's ceilings: found in its study, or measured now and stored there at once.
 
 Each ceiling is measured once per key (:func:`speedopt.measure.measure_ceilings`) and kept in the study,
-so workers, resumes and the report share them. A search measures them for three uses: ranking the
+so workers, resumes and the report share them (:func:`of_config` reads them back: the report's ceilings). A
+search measures them for three uses: ranking the
 space before the trials (:mod:`speedopt.search._rank`), stopping at the ceiling
 (:func:`speedopt.search._stop.stop_at_ceiling`), and, after the finals, the ends: the ceilings of the
 baseline and of the recommendation, for the report (:func:`speedopt.search._ends.ends`).
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings, measure_mosaic_off
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings, measure_mosaic_off
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
 
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
+
+
+def of_config(study: optuna.Study, knobs: Knobs) -> Ceilings:
+    """The stored ceilings of ``knobs`` (as run); either may be None when not measured."""
+    found = schema.read_ceilings(study)
+    return Ceilings(found.get(f"data|{key_of('data', knobs)}"), found.get(f"compute|{key_of('compute', knobs)}"))
 
 
 def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceilings:

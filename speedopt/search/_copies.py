@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
+from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
-from speedopt.study import COPY_FORMATS, DataCopy
+from speedopt.study import DataCopy
+
+#: Copy formats a search looks for, in order of preference (lossless first under quality off: see ``LOSSLESS``).
+COPY_FORMATS: tuple[PrepareFormat, ...] = get_args(PrepareFormat)
 
 if TYPE_CHECKING:
-    from speedopt.data import Dataset, PrepareFormat, PrepareSpec
+    from speedopt.data import Dataset, PrepareSpec
 
 
 def spec_for(imgsz: int, fmt: PrepareFormat) -> PrepareSpec:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt import defaults, engines
@@ -53,7 +54,7 @@ def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> N
     if engine.supports_validation_timing:
         view.note("timing one validation pass for the baseline and the recommendation, for the report's projection")
         for record in chosen.values():
-            validation_time(study, p, record.config)  # a failure is stored nowhere: the report says why
+            validation_time(study, p, record.config, run=inputs.runner.job)  # a failure is stored nowhere: the report says why
 
 
 def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
@@ -65,7 +66,8 @@ def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
 
 
 def validation_time(
-    study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S
+    study: optuna.Study, protocol: StudyProtocol, knobs: Knobs, timeout_s: float = defaults.VALIDATION_TIMEOUT_S,
+    run: Callable[[ValidateJob, str], JobOutcome] = run_job,
 ) -> JobOutcome | ValidationTime:
     """One validation pass (and the checkpoint save after it) for these knobs on this machine: from the
     study attrs, else timed now.
@@ -73,7 +75,8 @@ def validation_time(
     Timed with the config's cache mode: the trainer caches the val split too, and a cached val set
     validates faster (1920x1080 PNGs: 3.5 s uncached for a pass the real run made in about half that).
     Stored in the study's user attrs, so a report is cheap the second time. Returns the time, or the
-    job's outcome when it could not be timed (its status and message say why).
+    job's outcome when it could not be timed (its status and message say why). ``run`` runs the job (a search's
+    :meth:`~speedopt.search.Runner.job`).
     """
     digest = _val_digest(protocol, knobs)
     stored = schema.read_val_time(study, digest)
@@ -94,7 +97,7 @@ def validation_time(
         ds = load(protocol.data_yaml(knobs))
         images = [*ds.train_images, *ds.val_images]
     with no_new_npy(images):
-        outcome = run_job(job, study.study_name)
+        outcome = run(job, study.study_name)
 
     timed = outcome.validation()
     if timed is None:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from speedopt.study import StudyProtocol
 
 
+RunTrial = Callable[..., TrialResult]  # run_trial's signature (request, progress, on_wait, owner, dataset)
+
+
 def wanted(request: TrialRequest) -> bool:
     """Whether the trial's memory is predicted: every trial on a GPU; on the CPU, cache=ram trials."""
     return memory.kind_of(request.device) == "gpu" or request.knobs.cache == "ram"
@@ -53,7 +56,9 @@ def _available_mb(p: StudyProtocol, kind: str) -> float | None:
     return ram_available(p.ram_limit_bytes) / 2**20
 
 
-def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, say: Callable[[str], None]) -> memory.MemoryFit | None:
+def _fit(
+    p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, say: Callable[[str], None], run: RunTrial
+) -> memory.MemoryFit | None:
     """Two short trials at the fit's batches; None when either did not measure a peak."""
     key, peaks = memory.memory_key(request.knobs, request.device), []
     batches = memory.fit_batches(request.device)
@@ -65,7 +70,7 @@ def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, 
     for batch in batches:
         knobs = memory.fit_knobs(request.knobs, request.device, batch)
         fit_request = make_request(listing, knobs, options, label_caches=request.label_caches)
-        result = run_trial(fit_request, owner=owner, dataset=listing)
+        result = run(fit_request, owner=owner, dataset=listing)
         peak = result.peak_gpu_mem_mb if memory.kind_of(request.device) == "gpu" else result.peak_ram_mb
         if not result.ok or not peak:
             say(f"memory: no fit for {key}: the batch {batch} trial ended {result.status.value} ({result.message})")
@@ -75,10 +80,12 @@ def _fit(p: StudyProtocol, request: TrialRequest, listing: Dataset, owner: str, 
 
 
 def predicted(
-    study: optuna.Study, p: StudyProtocol, request: TrialRequest, listing: Dataset, say: Callable[[str], None]
+    study: optuna.Study, p: StudyProtocol, request: TrialRequest, listing: Dataset, say: Callable[[str], None],
+    run: RunTrial = run_trial,
 ) -> tuple[TrialRequest | TrialResult, memory.Prediction | None]:
     """The request (or its infeasible result, when its predicted peak is over the limit) and its prediction, which
-    goes with the trial's result (:func:`record`); no prediction where none is wanted or no fit could be measured."""
+    goes with the trial's result (:func:`record`); no prediction where none is wanted or no fit could be measured.
+    A fit's two short trials run with ``run`` (a search's :meth:`~speedopt.search.Runner.trial`)."""
     if not wanted(request) or request.infeasible:
         return request, None
     fits = stored_fits(study)
@@ -86,7 +93,7 @@ def predicted(
     if key not in fits and not could_bind(p, request, listing):
         return request, None
     if key not in fits:
-        fit = _fit(p, request, listing, study.study_name, say)
+        fit = _fit(p, request, listing, study.study_name, say, run)
         if fit is None:
             return request, None
         fits[key] = fit

@@ -22,14 +22,14 @@ from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
-from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, build_label_caches, make_request, run_trial
+from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, make_request
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
-from speedopt.search._clock import Clock
 from speedopt.search._plan import SearchPlan
+from speedopt.search._runner import Runner
 from speedopt.search._view import View
 from speedopt.status import Status
-from speedopt.study import Space, schema, worker_id
+from speedopt.study import Clock, Space, schema, worker_id
 
 if TYPE_CHECKING:
     import optuna
@@ -49,11 +49,12 @@ def suggest(trial: optuna.Trial, space: Space) -> Knobs:
 
 @dataclass(frozen=True)
 class Inputs:
-    """What every trial of one run shares: the dataset listed once, and the study's label caches."""
+    """What every trial of one run shares: the dataset listed once, the study's label caches, and what runs its jobs."""
 
     dataset: Dataset
     labels: LabelCaches = field(default_factory=LabelCaches)
     copies: dict[str, Dataset] = field(default_factory=dict)  # prepared copies' listings, read on first use
+    runner: Runner = field(default_factory=Runner)
 
     def listing(self, yaml: str) -> Dataset:
         """The listing of the study's data or of one of its prepared copies, read once per run."""
@@ -72,12 +73,13 @@ def study_dataset(plan: SearchPlan) -> Dataset:
     return load(plan.protocol.data)
 
 
-def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Sequence[str]) -> LabelCaches:
+def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Sequence[str], runner: Runner | None = None) -> LabelCaches:
     """The trainer's label caches of ``yamls`` (every data.yaml the study may train on), built once per
     study before its first trial and kept in its user attrs (:func:`~speedopt.study.schema.write_labels`).
 
     A study that holds the attr (resumed, or joined after its creator built them) builds nothing, nor
-    does an engine without the hook; a failed build is a note and its trials scan their labels.
+    does an engine without the hook; a failed build is a note and its trials scan their labels. ``runner`` builds
+    them (:meth:`Runner.label_caches`).
     """
     stored = schema.read_labels(study)
     if stored is not None:
@@ -88,7 +90,7 @@ def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Seque
     images = p.dataset.train_images + p.dataset.val_images
     what = f"{images} images (train and val)" + (f" in each of {len(yamls)} data.yamls (the dataset and its prepared copies)" if len(yamls) > 1 else "")
     view.note(f"building the trainer's label cache once for {what}, before the first trial")
-    caches = build_label_caches(
+    caches = (runner or Runner()).label_caches(
         yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.note
     )
     schema.write_labels(study, caches)
@@ -111,7 +113,8 @@ def measure(
     live: optuna.Trial | None = None,
 ) -> TrialResult:
     """Measure ``request``; with ``trial``, its running images/s goes to Optuna's pruner as it comes, and a
-    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone);
+    pruned trial's child is killed at once (``optuna.TrialPruned`` out of here, every process of it gone); the job
+    runs with ``inputs.runner``;
     with ``live``, that trial's user attr ``phase`` follows the job's phase (the dashboard shows it while it runs)."""
     if isinstance(request, TrialResult):
         return request
@@ -122,7 +125,7 @@ def measure(
         progress = reporting(trial, plan, view.trial_progress)
     if live is not None:
         progress = _phases(live, progress)
-    return run_trial(
+    return inputs.runner.trial(
         request, progress=progress, on_wait=view.note, owner=plan.study_name, dataset=inputs.listing(request.data_yaml),
     )
 
@@ -164,7 +167,7 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock:
         if isinstance(request, TrialRequest):
             with clock.stage("memory fits"):
                 request, prediction = memory_mod.predicted(
-                    trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.note
+                    trial.study, plan.protocol, request, inputs.listing(request.data_yaml), view.note, inputs.runner.trial
                 )
         try:
             result = memory_mod.record(measure(plan, request, view, inputs, None if baseline else trial, live=trial), prediction)

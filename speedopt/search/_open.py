@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from speedopt.errors import UsageError
 from speedopt.quality import merge_cache
 from speedopt.search._plan import SearchPlan
-from speedopt.study import OBJECTIVE, check_study_name, recover_interrupted, schema, study_names
+from speedopt.study import check_study_name, recover_interrupted, schema, study_names
 
 if TYPE_CHECKING:
     import optuna
@@ -91,7 +91,7 @@ def prepared_first(plan: SearchPlan) -> dict[str, object] | None:
 def _create(plan: SearchPlan, study: optuna.Study, storage: BaseStorage) -> list[str]:
     """First run of a study: the schema version and the protocol, baseline as trial 0, warm-start configs, reused probes."""
     notes = []
-    study.set_metric_names([OBJECTIVE])
+    study.set_metric_names([plan.protocol.objective])
     schema.write_protocol(study, plan.protocol)
     sampled = plan.protocol.space.sampled()
     baseline = {k: v for k, v in plan.protocol.baseline.to_dict().items() if k in sampled}

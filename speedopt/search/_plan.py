@@ -26,10 +26,9 @@ from speedopt.measure import TrialOptions, adjust_to_device, positive, ram_avail
 from speedopt.quality import ACCURACY_KNOBS, Policy, make_policy
 from speedopt.search import _rank as rank_mod
 from speedopt.search import _space as space_mod
-from speedopt.search import _warmstart as warmstart
 from speedopt.search._config import SearchConfig
-from speedopt.search._copies import find_copies
-from speedopt.study import COPY_FORMATS, LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study, schema
+from speedopt.search._copies import COPY_FORMATS, find_copies
+from speedopt.study import LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study, schema, warm_start
 
 
 @dataclass(frozen=True)
@@ -395,7 +394,7 @@ def _warm(
     def ram_fits(k: Knobs) -> bool:
         return ram_cache_need(ds, k.imgsz) <= ram_available(ram_limit)
 
-    warm, cache = warmstart.plan(source, space, base, machine.cpu_cores(), device != "cpu", ram_fits, dataset_id)
+    warm, cache = warm_start(source, space, base, machine.cpu_cores(), device != "cpu", ram_fits, dataset_id)
     reused = f", {len(cache)} probe result(s) reused (same dataset)" if warm.same_dataset else ", dataset differs: probes not reused"
     return warm, cache, [f"warm start from study {warm.study!r}: {len(warm.configs)} config(s) enqueued after the baseline{reused}"]
 

@@ -25,17 +25,18 @@ from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
-from speedopt.search._clock import Clock
 from speedopt.search._ends import ends
 from speedopt.search._interrupt import Interrupts
 from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
 from speedopt.search._open import open_study
 from speedopt.search._plan import SearchPlan
+from speedopt.search._runner import Runner
 from speedopt.search._view import QuietView, View
 from speedopt.study import (
     GRACE_S,
     HEARTBEAT_S,
     Claim,
+    Clock,
     Need,
     Ranking,
     SearchOutcome,
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 
-def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
+def run(plan: SearchPlan, view: View | None = None, runner: Runner | None = None) -> SearchOutcome:
     """Create (or resume, or join) the study and run trials until it holds its target (complete trials and those
     pruned part-way: :func:`~speedopt.search._stop.spent`).
 
@@ -68,8 +69,11 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
     passes. It then waits for the other workers' running trials: one whose worker died is failed once
     its heartbeat is stale and retried here, so no process leaves the study short while a trial can
     still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.
+
+    ``runner`` runs every job of the search (:class:`~speedopt.search.Runner`: the trainer's processes by default);
+    a replay gives one that answers from a measured table.
     """
-    view = view or QuietView()
+    view, runner = view or QuietView(), runner or Runner()
     with storage_errors(plan.storage_url):
         storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE)
         study, notes = open_study(plan, storage)
@@ -82,7 +86,7 @@ def run(plan: SearchPlan, view: View | None = None) -> SearchOutcome:
             started = time.monotonic()
             with _warm(plan, view):
                 clock.add("start", time.monotonic() - started)  # the warm worker's start: torch and the trainer imported
-                _search(plan, study, storage, view, interrupts, clock)
+                _search(plan, study, storage, view, interrupts, clock, runner)
         except KeyboardInterrupt:
             retry_interrupted(study, storage, interrupts.trials)
             raise
@@ -101,21 +105,24 @@ def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[obj
     return warm_worker(p.engine, p.yolov5_dir, env, on_start=lambda: view.note(note), enabled=plan.warm)
 
 
-def _search(plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts, clock: Clock) -> None:
+def _search(
+    plan: SearchPlan, study: optuna.Study, storage: BaseStorage, view: View, interrupts: Interrupts, clock: Clock, runner: Runner
+) -> None:
     """The trials, then (for the study's creator) the finals, the ablation and the ends' ceilings; each stage
     timed for the study's bill."""
     from speedopt.search._stop import full, guarded, spent, stop_at_ceiling
 
     p = plan.protocol
     with clock.stage("labels"):
-        inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, [p.data, *(c.yaml for c in p.copies)]))
+        yamls = [p.data, *(c.yaml for c in p.copies)]
+        inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, yamls, runner), runner=runner)
     target = ProbeTarget(
         p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
         p.copies[0].format if p.copies else "", p.dataset.train_images, p.epochs,
     )
     judge = Judge(
         p.quality, target, p.baseline, storage,
-        plan.study_name, on_wait=view.note, progress=view.trial_progress, note=view.price,
+        plan.study_name, on_wait=view.note, progress=view.trial_progress, note=view.price, run=runner.job,
     )
     one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs, clock), p.trials))
     if plan.create:

@@ -55,6 +55,10 @@ class Bill:
         return (f"{clock(self.waited_s)} waiting for the host lock while another process measured on this host "
                 "(apart: no stage's work, not in the total)")
 
+    def payback(self, saving_per_epoch_s: float | None, epochs: int, basis: str) -> str:
+        """When the saving pays this bill back (:func:`payback`)."""
+        return payback(self, saving_per_epoch_s, epochs, basis)
+
     def to_attr(self) -> dict[str, float]:
         waited = {WAITED: round(self.waited_s, 3)} if self.waited_s > 0 else {}
         return {**{s: round(v, 3) for s, v in self.seconds.items()}, **waited}

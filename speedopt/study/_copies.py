@@ -25,9 +25,8 @@ from speedopt.errors import UsageError
 if TYPE_CHECKING:
     from speedopt.data import PreparedCopy
 
-#: Copy formats a search looks for, in order of preference: lossless first under quality off.
+#: The lossless copy formats, in the order a search under quality off prefers them.
 LOSSLESS: tuple[PrepareFormat, ...] = ("png", "npy")
-COPY_FORMATS: tuple[PrepareFormat, ...] = get_args(PrepareFormat)
 
 
 @dataclass(frozen=True)

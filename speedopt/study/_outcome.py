@@ -113,7 +113,7 @@ class SearchOutcome:
         return n / base - n / rec, basis
 
     def payback_text(self, epochs: int) -> str:
-        """What the search cost and after how many epochs the saving pays it back (:func:`~speedopt.study.payback`)."""
+        """What the search cost and after how many epochs the saving pays it back (:meth:`~speedopt.study._bill.Bill.payback`)."""
         saving, basis = self.saving_per_epoch()
         return payback(self.bill, saving, epochs, basis)
 

@@ -1,5 +1,5 @@
 """A warm start as a study stores it: the source study, and each config taken from it as measured there and
-as it runs here (:mod:`speedopt.search._warmstart` plans it).
+as it runs here (:mod:`speedopt.study._source` plans it).
 """
 
 from __future__ import annotations

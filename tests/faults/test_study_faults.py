@@ -124,8 +124,8 @@ def test_a_run_that_measures_nothing_adds_nothing_to_the_bill(tmp_path: Path) ->
     # Item 11: each rerun of a finished study added its warm worker's start (and its stages' bookkeeping) to the
     # bill: 27 -> 31 -> 35 s, the payback growing with nothing measured.
     from speedopt.isolation import measuring
-    from speedopt.search._clock import Clock
     from speedopt.study import schema
+    from speedopt.study._clock import Clock
 
     study = _bare_study(f"sqlite:///{tmp_path / 'b.db'}")
     for _ in range(2):  # two reruns: a warm worker started, every stage passed through, no job
@@ -152,8 +152,9 @@ def test_time_waiting_for_the_host_lock_is_billed_apart_not_as_a_stage(tmp_path:
     import sys
 
     from speedopt.isolation import lock_path, measuring
-    from speedopt.search._clock import Clock
-    from speedopt.study import payback, schema
+    from speedopt.study import schema
+    from speedopt.study._bill import payback
+    from speedopt.study._clock import Clock
 
     hold = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(2.0)"
     path = lock_path()

@@ -13,7 +13,7 @@ from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.measure import LabelCaches, TrialResult
 from speedopt.search import QuietView, SearchConfig, plan, run
 from speedopt.search import _memory as memory_mod
-from speedopt.search import _objective as objective_mod
+from speedopt.search import _runner as runner_mod
 from speedopt.status import Status
 from speedopt.study import flat_attrs, schema
 from tests.conftest import EVERY_CONFIG, run_cli
@@ -57,9 +57,9 @@ def fakes(monkeypatch):
                   SplitLabels("val", "/x/labels/val.cache", 4, 0.1, False, "h2", "1.0.12"))
         return LabelCaches(tuple(LabelCacheBuild(y, splits) for y in yamls))
 
-    monkeypatch.setattr(objective_mod, "run_trial", trial)
+    monkeypatch.setattr(runner_mod, "run_trial", trial)
     monkeypatch.setattr(memory_mod, "predicted", lambda study, p, request, *a: (request, None))  # no memory fit
-    monkeypatch.setattr(objective_mod, "build_label_caches", build, raising=False)
+    monkeypatch.setattr(runner_mod, "build_label_caches", build, raising=False)
     return seen
 
 
@@ -102,7 +102,7 @@ def test_the_label_caches_are_built_once_per_study_and_reach_every_trial(small, 
 
 
 def test_a_failed_build_is_a_note_and_the_trials_scan(small, tmp_path, monkeypatch, fakes):
-    monkeypatch.setattr(objective_mod, "build_label_caches", lambda yamls, *a, **k: LabelCaches((), ((yamls[0], "error: boom"),)))
+    monkeypatch.setattr(runner_mod, "build_label_caches", lambda yamls, *a, **k: LabelCaches((), ((yamls[0], "error: boom"),)))
     said = []
 
     class Listening(QuietView):

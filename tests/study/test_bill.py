@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from speedopt.study import Bill, payback
+from speedopt.study._bill import Bill, payback
 
 
 def test_payback_says_after_how_many_epochs_or_that_nothing_pays_it_back():

@@ -7,7 +7,8 @@ from optuna.trial import TrialState, create_trial
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility
 from speedopt.status import Status
-from speedopt.study import TrialRecord, best_trial, outcome, ranked, records
+from speedopt.study import TrialRecord, best_trial, outcome, records
+from speedopt.study._record import ranked
 
 
 def _trial(ips, status="ok", feasible=True, role=None, **attrs):

@@ -1,4 +1,4 @@
-"""The search's stopwatch: wall time per stage, added to the study's bill (:class:`~speedopt.study.Bill`).
+"""The search's stopwatch: wall time per stage, added to the study's bill (:class:`~speedopt.study._bill.Bill`).
 
 Stages nest (a trial's quality probes run inside the trials' loop); each second counts once, in the
 innermost stage. When the outermost stage ends, this process's seconds are added to the study's bill, so
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from speedopt.isolation import lock_use
-from speedopt.study import Stage, schema
+from speedopt.study._bill import Stage
+from speedopt.study._schema import add_to_bill
 
 if TYPE_CHECKING:
     import optuna
@@ -84,5 +85,5 @@ class Clock:
         """Add what this run spent to the study's bill: only once it worked, and never inside a stage."""
         if self._study is None or self._open or not self.worked or not (self.spent or self.waited_s):
             return
-        schema.add_to_bill(self._study, self.spent, self.waited_s)
+        add_to_bill(self._study, self.spent, self.waited_s)
         self.spent, self.waited_s = {}, 0.0

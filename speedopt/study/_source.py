@@ -1,10 +1,11 @@
-"""Start a search from what another machine's study learned.
+"""Warm-start sources: start a search from what another machine's study learned.
 
 The source study's best feasible configs are adapted to this machine (workers clipped to the cores
 here, cache=ram dropped where it does not fit here, batch bounded by this machine's space, AMP
 dropped without CUDA, every value brought inside this study's space) and enqueued right after the
 baseline. Its quality probes are reused when the dataset fingerprint matches: accuracy does not
-depend on the machine, throughput does.
+depend on the machine, throughput does. The search asks for them while it plans
+(:mod:`speedopt.search._plan`); the study stores what was taken (:class:`~speedopt.study._warmstart.WarmStart`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from typing import Any
 from speedopt.knobs import Knobs
 from speedopt.machine import MachineKey
 from speedopt.quality import cache_entries
-from speedopt.study import Need, Space, WarmConfig, WarmStart, find_study, ranked, records, redact, schema, split_source, storage_errors
+from speedopt.study._record import ranked, records
+from speedopt.study._schema import DATASET, MACHINE
+from speedopt.study._space import Space
+from speedopt.study._storage import Need, find_study, redact, storage_errors
+from speedopt.study._transfer import split_source
+from speedopt.study._warmstart import WarmConfig, WarmStart
 
 TOP = 3
 
@@ -56,7 +62,7 @@ def adapt(
     return Knobs(**values), changes
 
 
-def plan(
+def warm_start(
     source: str, space: Space, baseline: Knobs, cores: int, cuda: bool, ram_fits: Callable[[Knobs], bool], dataset_id: str
 ) -> tuple[WarmStart, dict[str, Any]]:
     """Read the source study (read-only); return the adapted configs and the probe-cache entries to reuse.
@@ -66,7 +72,7 @@ def plan(
     url, name = split_source(source)
     with storage_errors(url):
         study = find_study(url, name, Need.READ_ONLY)
-        same = study.user_attrs[schema.DATASET]["id"] == dataset_id  # find_study refused a study of another schema
+        same = study.user_attrs[DATASET]["id"] == dataset_id  # find_study refused a study of another schema
         configs: list[WarmConfig] = []
         taken, seen = {baseline}, set()
         for record in ranked(records(study)):
@@ -81,5 +87,5 @@ def plan(
             if len(configs) == TOP:
                 break
         entries = cache_entries(study._storage, dataset_id) if same else {}
-        machine = MachineKey.from_dict(study.user_attrs[schema.MACHINE]["key"])
+        machine = MachineKey.from_dict(study.user_attrs[MACHINE]["key"])
     return WarmStart(redact(source), study.study_name, machine, same, tuple(configs)), entries

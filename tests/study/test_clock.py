@@ -8,8 +8,8 @@ import optuna
 import pytest
 
 from speedopt.isolation import measuring
-from speedopt.search._clock import Clock
 from speedopt.study import schema
+from speedopt.study._clock import Clock
 
 
 def test_a_nested_stage_counts_once_and_the_outer_stage_adds_the_run_to_the_studys_bill():
