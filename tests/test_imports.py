@@ -109,8 +109,6 @@ KNOWN = {
         "study_names", "GRACE_S", "HEARTBEAT_S", "awaited", "recover_interrupted", "recover_stale", "retry_interrupted",
         "say_interrupted", "write_note", "write_finals_notes",
     },
-    ("search", "measure"): {"measure_mosaic_off"},
-    ("reporting", "measure"): {"MOSAIC_OFF"},
 }
 #: Private modules a benchmark still imports: none (truth.py runs the real trainer through reporting's Launch).
 BENCHMARK_PRIVATE: set[tuple[str, str]] = set()
