@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -143,15 +144,17 @@ def _environment() -> dict[str, str]:
 
 def train(data: Path, folder: Path, overrides: dict[str, Any]) -> float:
     """One training run in a fresh process (see TRAIN); its final val mAP50-95."""
+    from speedopt.isolation import start
     from speedopt.offline import cache_dir
 
     folder.mkdir(parents=True)
     command = [sys.executable, "-c", TRAIN, str(data), str(folder), str(cache_dir()), json.dumps(overrides)]
     score = None
     with open(folder / "train.log", "a") as log:  # appended to by the child (stderr) and here (its other stdout)
-        child = subprocess.Popen(command, env=_environment(), cwd=folder, stdout=subprocess.PIPE, stderr=log, text=True)
-        assert child.stdout is not None
-        for line in child.stdout:
+        job = start(command, env=_environment(), cwd=folder, stdout=subprocess.PIPE, stderr=log.fileno())
+        assert job.proc is not None and job.proc.stdout is not None
+        for raw in job.proc.stdout:
+            line = raw.decode(errors="replace")
             words = line.split()
             if words[:1] == ["@epoch"] and (int(words[1]) % max(1, int(words[2]) // 5) == 0 or words[1] == words[2]):
                 say(f"    epoch {words[1]}/{words[2]}")
@@ -160,8 +163,10 @@ def train(data: Path, folder: Path, overrides: dict[str, Any]) -> float:
             elif words[:1] != ["@epoch"]:
                 log.write(line)
                 log.flush()
-    if child.wait() != 0 or score is None:
-        raise SystemExit(f"training in {folder} failed (exit {child.returncode}); see {folder / 'train.log'}")
+        job.wait(math.inf)
+        job.end()  # its group too: nothing of it outlives the run
+    if job.returncode != 0 or score is None:
+        raise SystemExit(f"training in {folder} failed (exit {job.returncode}); see {folder / 'train.log'}")
     return score
 
 
@@ -178,6 +183,7 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, name: str, candida
     under ``folder``, so the baseline's probes are cache hits after the first); the candidate's flat attrs."""
     import optuna
 
+    from speedopt.isolation import start
     from speedopt.study import flat_attrs
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -197,10 +203,12 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, name: str, candida
         "--no-stop-at-ceiling", "--prune-margin", "0", "--probe-grow", str(args.probe_grow),
     ]
     with open(folder / f"{name}.log", "w") as log:
-        done = subprocess.run(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, text=True, timeout=3600)
-    if done.returncode != 0:
+        job = start(command, cwd=folder, env=os.environ, stdout=log.fileno())
+        timed_out = job.wait(3600)
+        job.end()
+    if timed_out or job.returncode != 0:
         tail = "\n".join((folder / f"{name}.log").read_text().splitlines()[-5:])
-        raise SystemExit(f"the search failed (exit {done.returncode}):\n{tail}")
+        raise SystemExit(f"the search failed ({'timed out after 3600 s' if timed_out else f'exit {job.returncode}'}):\n{tail}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     trials = optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     for trial in trials:

@@ -91,14 +91,14 @@ def _real(data_yaml: str, knobs: speedopt.Knobs, yolov5_dir: str, work: Path) ->
     from speedopt import engines
     from speedopt.command import train_py
     from speedopt.offline import cache_dir
-    from speedopt.reporting._trainer_run import Launch, epoch_seconds, finished_at, run_trainer
+    from speedopt.reporting import Launch
 
     words = train_py(data_yaml, knobs, device="cpu", epochs=3).split()
     argv = [sys.executable, str(Path(yolov5_dir) / "train.py"), *[w.strip("'") for w in words[2:]], "--noval",
             "--project", str(work / "runs"), "--name", "real", "--exist-ok"]
     env = {**os.environ, **engines.get("yolov5", yolov5_dir=yolov5_dir).environment(cache_dir()), "PYTHONUNBUFFERED": "1"}
-    seen = run_trainer(Launch(argv, "", work / "runs" / "real" / "results.csv", 0, ()), work, env, 3, 900, None)
-    epochs = epoch_seconds(finished_at(seen.rows, seen.seen_at, seen.train_started, seen.started)[0])
+    seen = Launch(argv, "", work / "runs" / "real" / "results.csv", 0, ()).run(work, env, 3, 900)
+    epochs = seen.epoch_times()
     if seen.returncode != 0 or len(epochs) < 2:
         print(f"  the real run failed (exit {seen.returncode}): {seen.log_tail[-300:]}")
         return None

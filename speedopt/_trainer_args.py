@@ -8,7 +8,7 @@ the command module: the engines sit below :mod:`speedopt.command` and import not
 
 from __future__ import annotations
 
-from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.knobs import KNOBS, MODEL_SCALES, Knobs
 
 
 def model_argument(model: str) -> str:
@@ -24,7 +24,8 @@ def pretrained(knobs: Knobs, weights: str | None) -> str | None:
 def train_py_args(
     data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None
 ) -> list[str]:
-    """The classic ``train.py`` flags for these knobs (no AMP flag: train.py has none).
+    """The classic ``train.py`` flags for these knobs, each its registry entry's :attr:`~speedopt.knobs.Knob.train_py`
+    (no AMP flag: train.py has none).
 
     A built-in scale trains from scratch (``--weights '' --cfg yolov5s.yaml``, built locally), or from
     ``weights`` (``--weights FILE --cfg yolov5s.yaml``: train.py builds the cfg and loads what fits); a
@@ -37,11 +38,11 @@ def train_py_args(
         model = ["--weights", knobs.model]
     else:
         model = ["--weights", start, "--cfg", knobs.model]
-    parts = ["--data", data, *model, "--img", str(knobs.imgsz), "--batch-size", str(knobs.batch)]
-    parts += ["--workers", str(knobs.workers)]
-    if knobs.cache != "none":
-        parts += ["--cache", knobs.cache]
-    parts += ["--freeze", str(knobs.freeze)]
+    parts = ["--data", data, *model]
+    for knob in KNOBS.values():  # the registry's train.py flags, in Knobs field order
+        value = getattr(knobs, knob.name)
+        if knob.train_py is not None and value != "none":  # cache none is no flag: train.py caches nothing without --cache
+            parts += [knob.train_py, str(value)]
     if epochs:
         parts += ["--epochs", str(epochs)]
     if device:

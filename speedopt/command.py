@@ -171,18 +171,20 @@ class _Flags(argparse.ArgumentParser):
 
 
 def _flags() -> argparse.ArgumentParser:
-    """The subset of train.py's own argparse flags that carry knobs (same names, defaults, aliases)."""
+    """The subset of train.py's own argparse flags that carry knobs (same names, defaults, aliases), each knob's
+    flag its registry entry's :attr:`~speedopt.knobs.Knob.train_py`, read into the knob's name."""
+    flag = {k.name: k.train_py for k in KNOBS.values() if k.train_py is not None}
     parser = _Flags(add_help=False)  # abbreviations as train.py allows them: --batch is --batch-size
     parser.add_argument("--weights", default="yolov5s.pt")
     parser.add_argument("--cfg", default="")
     parser.add_argument("--data", default=None)
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--imgsz", "--img", "--img-size", type=int, default=640)
-    parser.add_argument("--cache", nargs="?", const="ram", default=None)
+    parser.add_argument(flag["batch"], dest="batch", type=int, default=16)
+    parser.add_argument("--imgsz", flag["imgsz"], "--img-size", dest="imgsz", type=int, default=640)  # train.py's three
+    parser.add_argument(flag["cache"], dest="cache", nargs="?", const="ram", default=None)
     parser.add_argument("--device", default=None)
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--freeze", nargs="+", type=int, default=[0])
+    parser.add_argument(flag["workers"], dest="workers", type=int, default=8)
+    parser.add_argument(flag["freeze"], dest="freeze", nargs="+", type=int, default=[0])
     return parser
 
 
@@ -238,7 +240,7 @@ def parse_train_py(command: str) -> ClassicCommand:
     knobs = Knobs(
         model=_model(opt.weights, opt.cfg),
         imgsz=opt.imgsz,
-        batch=opt.batch_size,
+        batch=opt.batch,
         workers=opt.workers,
         cache=cache,
         amp=(opt.device or "").strip().lower() != "cpu",

@@ -109,13 +109,9 @@ KNOWN = {
         "study_names", "GRACE_S", "HEARTBEAT_S", "awaited", "recover_interrupted", "recover_stale", "retry_interrupted",
         "say_interrupted", "write_note", "write_finals_notes",
     },
-    ("search", "measure"): {"measure_mosaic_off"},
-    ("reporting", "measure"): {"MOSAIC_OFF"},
-    ("benchmarks", "reporting"): {"Launch", "run_trainer", "finished_at", "epoch_seconds"},  # truth.py's real run
 }
-#: The one private module a benchmark still imports: the report's driver of a real training run (issue 45, item 4
-#: makes one job runner of it and the others; truth.py then uses that runner's public names).
-BENCHMARK_PRIVATE = {("truth.py", "speedopt.reporting._trainer_run")}
+#: Private modules a benchmark still imports: none (truth.py runs the real trainer through reporting's Launch).
+BENCHMARK_PRIVATE: set[tuple[str, str]] = set()
 
 
 def _side_doors() -> list[str]:

@@ -139,7 +139,8 @@ def test_the_accuracy_signature_is_the_registrys():
 
 
 def test_each_ceiling_key_holds_exactly_the_knobs_of_its_side():
-    from speedopt.measure import KNOBS_OF, key_of
+    from speedopt.measure import key_of
+    from speedopt.measure._ceilings import KNOBS_OF
 
     assert {side: knob_names(lambda k, s=side: s in k.sides) for side in ("data", "compute")} == KNOBS_OF
     assert key_of("data", Knobs()) == "workers=8 cache=none imgsz=640 batch=16 data=original"  # stored keys still match

@@ -7,12 +7,10 @@ timeout, status), which hands on the child's :class:`TrialProgress`. The child s
 builds the trainer's label caches once per study, so trials take their labels from them.
 """
 
-from speedopt.measure._ceilings import KNOBS_OF, Ceiling, Ceilings, key_of, measure_ceilings
-from speedopt.measure._ceilings import MOSAIC_OFF as MOSAIC_OFF  # the mosaic-off loader job (the projection's last epochs)
-from speedopt.measure._ceilings import measure_mosaic_off as measure_mosaic_off
+from speedopt.measure._ceilings import MOSAIC_OFF, Ceiling, Ceilings, key_of, measure_ceilings, measure_mosaic_off
 from speedopt.measure._checks import adjust_to_device, positive, ram_available, ram_cache_need
 from speedopt.measure._jobs import JobOutcome, ProbeJob, ValidateJob, ValidationTime
-from speedopt.measure._labels import MULTI_GPU_NOTE, LabelCaches, build_label_caches
+from speedopt.measure._labels import LabelCaches, build_label_caches
 from speedopt.measure._options import TrialOptions
 from speedopt.measure._progress import TrialProgress
 from speedopt.measure._request import TrialRequest, make_request
@@ -24,12 +22,12 @@ from speedopt.measure._warm import warm_worker
 __all__ = [
     "Ceiling",
     "Ceilings",
-    "KNOBS_OF",
     "key_of",
     "measure_ceilings",
+    "MOSAIC_OFF",
+    "measure_mosaic_off",
     "JobOutcome",
     "LabelCaches",
-    "MULTI_GPU_NOTE",
     "ProbeJob",
     "TrialOptions",
     "TrialProgress",

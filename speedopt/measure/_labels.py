@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.measure._jobs import LabelsJob
@@ -39,6 +39,7 @@ class LabelCaches:
 
     builds: tuple[LabelCacheBuild, ...] = ()
     failures: tuple[tuple[str, str], ...] = ()
+    MULTI_GPU_NOTE: ClassVar[str] = MULTI_GPU_NOTE  # what the printed multi-GPU command is told about the scan
 
     @property
     def seconds(self) -> float:

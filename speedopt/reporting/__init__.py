@@ -2,7 +2,8 @@
 
 :func:`build` writes the report; :func:`recommend` gives the best trial as commands in the study's
 dialect; :func:`trial_table` is the pandas table both read; :func:`serve` runs optuna-dashboard;
-:func:`verify` runs the recommended command for real and :func:`verified_section` reports it.
+:func:`verify` runs the recommended command for real and :func:`verified_section` reports it;
+:class:`Launch` runs a trainer's command through its own entry point and reads its epoch times.
 """
 
 from speedopt.reporting._bottleneck import Bottleneck, bottleneck_of
@@ -13,10 +14,12 @@ from speedopt.reporting._loggers import LoggerIntegration, logger_integrations
 from speedopt.reporting._markdown import Written, build
 from speedopt.reporting._projection import Projection, project
 from speedopt.reporting._recommend import Recommendation, recommend, recommendation
+from speedopt.reporting._trainer_run import Launch
 from speedopt.reporting._verify import Verification, check_verify_options, verified_section, verify
 
 __all__ = [
     "Bottleneck",
+    "Launch",
     "LoggerIntegration",
     "Projection",
     "Recommendation",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.engines import LabelCacheBuild
 from speedopt.knobs import Knobs
-from speedopt.measure import MULTI_GPU_NOTE, TrialResult
+from speedopt.measure import LabelCaches, TrialResult
 from speedopt.study import StudyProtocol, schema
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def _one_time(
             f"dataset build without the label scan {train - in_train:.2f} s measured for {result.images_used} train images "
             f"(cache={result.config.cache}), scaled x{scale:.1f} to {total_images}, plus {val - in_val:.2f} s for the val split"
         )
-    return scan + fill, scan, (MULTI_GPU_NOTE,)
+    return scan + fill, scan, (LabelCaches.MULTI_GPU_NOTE,)
 
 
 def label_build_for(study: optuna.Study, protocol: StudyProtocol, knobs: Knobs) -> LabelCacheBuild | None:

@@ -119,6 +119,10 @@ class Launch:
     train_images: int
     notes: tuple[str, ...]
 
+    def run(self, cwd: Path, env: dict[str, str], epochs: int, timeout_s: float, note: Note | None = None) -> Seen:
+        """Run it in ``cwd`` with ``env`` as its whole environment (see :func:`run_trainer`): what was seen."""
+        return run_trainer(self, cwd, env, epochs, timeout_s, note)
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -131,6 +135,10 @@ class Seen:
     log_tail: str
     wall_s: float
     logged_train_images: int | None
+
+    def epoch_times(self) -> tuple[float, ...]:
+        """Each recorded epoch's seconds (when each ended: :func:`finished_at`)."""
+        return epoch_seconds(finished_at(self.rows, self.seen_at, self.train_started, self.started)[0])
 
 
 def subset_yaml(data: str, count: int, folder: Path) -> tuple[Path, int]:

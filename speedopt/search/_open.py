@@ -8,10 +8,10 @@ trials a killed run left behind are retried with the same knobs.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from speedopt.errors import UsageError
+from speedopt.isolation import wait_until
 from speedopt.quality import merge_cache
 from speedopt.search._plan import SearchPlan
 from speedopt.study import check_study_name, recover_interrupted, schema, study_names
@@ -67,12 +67,7 @@ def _ready(study: optuna.Study) -> bool:
 
 
 def _wait_ready(study: optuna.Study) -> bool:
-    deadline = time.monotonic() + SETUP_WAIT_S
-    while not _ready(study):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
+    return not wait_until(lambda: _ready(study), SETUP_WAIT_S, every_s=0.2)
 
 
 def prepared_first(plan: SearchPlan) -> dict[str, object] | None:

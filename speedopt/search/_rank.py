@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import get_args
 
 from speedopt.knobs import Knobs
-from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, key_of
+from speedopt.measure import Ceiling, Ceilings, key_of
 from speedopt.study import Ranking, RankMode, Space
 
 MODES: tuple[RankMode, ...] = get_args(RankMode)
@@ -44,7 +44,7 @@ def representatives(grid: Iterable[Knobs]) -> dict[str, Knobs]:
     """One config per ceiling the grid needs, by ``kind|key`` (measuring it bounds every config with that key)."""
     out: dict[str, Knobs] = {}
     for knobs in grid:
-        for kind in KNOBS_OF:  # data, compute
+        for kind in ("data", "compute"):
             out.setdefault(f"{kind}|{key_of(kind, knobs)}", knobs)
     return out
 

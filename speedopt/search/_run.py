@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt import engines
+from speedopt.isolation import wait_until
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings, TrialResult, warm_worker
 from speedopt.offline import cache_dir
@@ -212,29 +213,37 @@ def _fill(
     if not full(study, target) and schema.read_stopped(study):
         schema.write_stopped(study, None)  # a resumed search (more trials asked) samples again
     said: list[int] = []
-    while True:
+
+    def filled() -> bool:
+        """Run trials while the study is short; True when nothing is left for this process to run or wait for."""
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            return
+            return True
         if not full(study, target):
             study.optimize(one_trial, timeout=left, callbacks=[max_trials(target), after_trial], gc_after_trial=False)
         if spent(study) >= target or schema.read_stopped(study):
-            return
+            return True
         if deadline is not None and time.monotonic() >= deadline:
-            return
+            return True
         running = awaited(study, storage, _longest_s(plan))
         if not running and full(study, target):
-            return  # trials no process here can judge (another host, no heartbeat): they are theirs to finish
+            return True  # trials no process here can judge (another host, no heartbeat): they are theirs to finish
         if running and running != said:
             view.note(
                 f"waiting for trial(s) {', '.join(map(str, running))} on other workers: the study needs {target} run; "
                 f"a trial whose worker died is retried here after its {GRACE_S} s heartbeat grace"
             )
-            said = running
-        time.sleep(HEARTBEAT_S)
+            said[:] = running
+        return False
+
+    def beat(seconds: float) -> None:
+        """Wait one heartbeat, then retry the trials whose worker stopped beating."""
+        time.sleep(seconds)
         retried = recover_stale(study, storage)
         if retried:
             view.note(f"trial(s) {', '.join(map(str, retried))} stopped beating (worker gone): failed and retried here")
+
+    wait_until(filled, float("inf"), every_s=HEARTBEAT_S, pause=beat)
 
 
 def _measure(plan: SearchPlan, view: View, inputs: Inputs, claim: Claim | None = None) -> Callable[[Knobs], TrialResult]:

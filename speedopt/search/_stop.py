@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from speedopt.knobs import Knobs
-from speedopt.measure import KNOBS_OF, Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult, key_of
+from speedopt.knobs import Knobs, knob_names
+from speedopt.measure import Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult, key_of
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
@@ -271,6 +271,11 @@ def reporting(trial: optuna.Trial, plan: SearchPlan, show: Callable[[TrialProgre
     return progress
 
 
+def _acting_on(side: str) -> set[str]:
+    """The knobs the registry says act on the ``side`` ceiling (the knobs its stored key holds)."""
+    return set(knob_names(lambda k: side in k.sides))
+
+
 def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: Iterable[str], ci_rel: float | None = None) -> str | None:
     """Why a search may stop: the config reached ``stop_at`` of min(ceilings) and the search varies none of the
     knobs the binding ceiling depends on (``sampled``: the knobs it varies), so no config it can still try has a
@@ -281,7 +286,7 @@ def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: It
         return None
     if ceilings.fault(images_per_s, ci_rel) is not None:
         return None
-    movers = sorted(set(sampled) & set(KNOBS_OF["data" if ceilings.binding == "data" else "compute"]))
+    movers = sorted(set(sampled) & _acting_on("data" if ceilings.binding == "data" else "compute"))
     if movers:  # another value of these may raise the binding ceiling itself
         return None
     return (
@@ -348,7 +353,7 @@ def stop_at_ceiling(
         fault = space_fault(best.images_per_s or 0.0, ranking, ci)
         if fault:
             view.note(fault)
-        if (sampled & set(KNOBS_OF["data"]) and sampled & set(KNOBS_OF["compute"])) or "gpus" in sampled:
+        if (sampled & _acting_on("data") and sampled & _acting_on("compute")) or "gpus" in sampled:
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         known = schema.read_ceilings(study)
         missing = sum(f"{kind}|{key_of(kind, best.config)}" not in known for kind in ("data", "compute"))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from speedopt.isolation import alive
+from speedopt.isolation import alive, wait_until
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
@@ -120,12 +120,21 @@ def claimed(
 ) -> Iterator[Claim]:
     """Own ``step`` of the study for the block: wait while another live process owns it (``on_wait`` hears who,
     once), then claim it; released when the block ends, however it ends."""
-    said = False
-    while isinstance(got := try_claim(storage, study_name, step, stale_s), str):
+    last: list[Claim | str] = [""]  # the last try: the claim, or who holds it
+    said: list[bool] = []
+
+    def owned() -> bool:
+        last[0] = try_claim(storage, study_name, step, stale_s)
+        return isinstance(last[0], Claim)
+
+    def say_once() -> None:
         if not said:
-            on_wait(f"{step} of study {study_name!r}: another run owns them ({got}); waiting for it, then reading what it stored")
-            said = True
-        time.sleep(poll_s)
+            on_wait(f"{step} of study {study_name!r}: another run owns them ({last[0]}); waiting for it, then reading what it stored")
+            said.append(True)
+
+    wait_until(owned, float("inf"), say_once, every_s=poll_s)
+    got = last[0]
+    assert isinstance(got, Claim)
     try:
         yield got
     finally:

@@ -2,9 +2,9 @@
 
 from speedopt.engines import LabelCacheBuild, SplitLabels
 from speedopt.knobs import Knobs
-from speedopt.measure import MULTI_GPU_NOTE, JobOutcome, LabelCaches, TrialRequest, TrialResult
+from speedopt.measure import JobOutcome, LabelCaches, TrialRequest, TrialResult
 from speedopt.measure._jobs import LabelsJob, job_from_json, job_to_json
-from speedopt.measure._labels import labels_timeout_s
+from speedopt.measure._labels import MULTI_GPU_NOTE, labels_timeout_s
 from speedopt.status import Status
 
 
