@@ -106,7 +106,7 @@ KNOWN = {
     ("search", "study"): {
         "Change", "Probe", "Repeat", "Drop", "Ranking", "RankMode", "DataCopy", "LOSSLESS", "Domain", "WarmStart",
         "warm_start", "baseline_trial", "measured_pruned", "Claim", "claimed", "worker_id", "check_study_name",
-        "study_names", "GRACE_S", "HEARTBEAT_S", "awaited", "recover_interrupted", "recover_stale", "retry_interrupted",
+        "study_names", "awaited", "recover_interrupted", "recover_stale", "retry_interrupted",
         "say_interrupted", "write_note", "write_finals_notes",
     },
     ("search", "measure"): {"measure_mosaic_off"},

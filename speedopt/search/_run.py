@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt import engines
+from speedopt.defaults import GRACE_S, HEARTBEAT_S
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings, TrialResult, warm_worker
 from speedopt.offline import cache_dir
@@ -33,8 +34,6 @@ from speedopt.search._plan import SearchPlan
 from speedopt.search._runner import Runner
 from speedopt.search._view import QuietView, View
 from speedopt.study import (
-    GRACE_S,
-    HEARTBEAT_S,
     Claim,
     Clock,
     Need,

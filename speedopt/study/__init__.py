@@ -46,8 +46,6 @@ from speedopt.study._schema import flat_attrs
 from speedopt.study._source import warm_start as warm_start
 from speedopt.study._space import Domain as Domain
 from speedopt.study._space import Space
-from speedopt.study._storage import GRACE_S as GRACE_S
-from speedopt.study._storage import HEARTBEAT_S as HEARTBEAT_S
 from speedopt.study._storage import Need, artifact_dir, find_study, open_storage, redact, storage_errors
 from speedopt.study._storage import check_study_name as check_study_name
 from speedopt.study._storage import study_names as study_names

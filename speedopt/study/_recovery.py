@@ -19,9 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from speedopt.defaults import GRACE_S
 from speedopt.study._claim import process_alive, worker_id
 from speedopt.study._schema import FAILED_BECAUSE, ROLE, WORKER
-from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_once
+from speedopt.study._storage import MAX_RETRY, retry_once
 
 if TYPE_CHECKING:
     import optuna

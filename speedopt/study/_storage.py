@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
-HEARTBEAT_S = 5
-GRACE_S = 20
 MAX_RETRY = 1
 #: Optuna's RDB storages keep a study name in a 512-character column.
 MAX_STUDY_NAME = 512
@@ -102,7 +100,7 @@ def retry_once(study: optuna.Study, trial: FrozenTrial) -> bool:
 
     from speedopt.study._claim import try_claim
 
-    claim = try_claim(study._storage, study.study_name, f"retry-{trial.number}", GRACE_S)
+    claim = try_claim(study._storage, study.study_name, f"retry-{trial.number}", defaults.GRACE_S)
     if isinstance(claim, str):
         return False  # another process retries it
     try:
@@ -399,8 +397,8 @@ def open_storage(url: str | None = None, need: Need = Need.EXISTING) -> BaseStor
         try:
             return optuna.storages.RDBStorage(
                 url,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
+                heartbeat_interval=defaults.HEARTBEAT_S,
+                grace_period=defaults.GRACE_S,
                 heartbeat_stale_trial_callback=retry_callback(),
             )
         except ImportError as exc:

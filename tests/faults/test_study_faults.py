@@ -323,7 +323,7 @@ def test_runs_recovering_one_failed_trial_at_once_retry_it_once(kind: str, tmp_p
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState, create_trial
 
-    from speedopt.study import GRACE_S
+    from speedopt.defaults import GRACE_S
 
     url, name = _url(kind, tmp_path), f"retry-{uuid.uuid4().hex[:8]}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)

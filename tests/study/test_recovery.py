@@ -9,6 +9,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from speedopt.defaults import GRACE_S
 from speedopt.study import Need, open_storage, outcome, schema
 from speedopt.study._recovery import (
     INTERRUPTED,
@@ -19,7 +20,7 @@ from speedopt.study._recovery import (
     retry_interrupted,
     worker_id,
 )
-from speedopt.study._storage import GRACE_S, retry_callback
+from speedopt.study._storage import retry_callback
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")  # trials asked outside optimize()
 
