@@ -8,7 +8,8 @@ import speedopt
 from speedopt import command
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat, schema
+from speedopt.study import Finals, schema
+from speedopt.study.record_types import Repeat
 
 
 def test_search_takes_a_config_or_options_not_both(demo_yaml):

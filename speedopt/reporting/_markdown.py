@@ -39,7 +39,8 @@ from speedopt.reporting._trials import ended_early_section, trials_section
 from speedopt.reporting._trials import pruned_section as _pruned  # the name tests/search/test_stop.py imports
 from speedopt.reporting._verdict import finals_section, side_by_side_section
 from speedopt.reporting._verify import verified_section
-from speedopt.study import StudyProtocol, outcome, save_note, schema
+from speedopt.study import StudyProtocol, outcome, schema
+from speedopt.study.notes import save_note
 
 if TYPE_CHECKING:
     import optuna

@@ -6,7 +6,10 @@ protocol fixed, no storage touched); :func:`run` opens the study and runs its st
 default; ``benchmarks/replay.py`` substitutes a measured table). The space (:func:`default_space`, ``--space``
 files, ``--fix``, the baseline), the data knob's copies, memory prediction, the ceilings (measured, stored, read
 back: :func:`ceilings_of_config`), the stop rules (the budget, the skip, the pruner, stop at the ceiling), the
-finals and the ablation live here; what a search stores and how it is read back is :mod:`speedopt.study`.
+finals and the ablation live here, with the steps the running search takes on the storage: claims (a decision
+taken by one process only) and the recovery of trials that ended early (interrupted, killed, stale). What a
+search stores and how it is read back (the stored model) is :mod:`speedopt.study`; the record types the search
+builds are :mod:`speedopt.study.record_types`.
 """
 
 from speedopt.search._ceilings import of_config as ceilings_of_config

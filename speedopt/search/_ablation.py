@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.study import Ablation, Change, Finals, Probe, Repeat, TrialRecord, schema
+from speedopt.study import Ablation, Finals, TrialRecord, schema
+from speedopt.study.record_types import Change, Probe, Repeat
 
 if TYPE_CHECKING:
     import optuna

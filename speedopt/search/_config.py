@@ -9,7 +9,7 @@ from speedopt.data import PrepareFormat
 from speedopt.engines import EngineName
 from speedopt.measure import TrialOptions
 from speedopt.quality import QualityMode
-from speedopt.study import RankMode
+from speedopt.study.record_types import RankMode
 
 
 @dataclass(frozen=True)

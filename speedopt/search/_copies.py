@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, get_args
 
 from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
-from speedopt.study import DataCopy
+from speedopt.study.record_types import DataCopy
 
 #: Copy formats a search looks for, in order of preference (lossless first under quality off: see ``LOSSLESS``).
 COPY_FORMATS: tuple[PrepareFormat, ...] = get_args(PrepareFormat)

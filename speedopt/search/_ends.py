@@ -24,7 +24,8 @@ from speedopt.search._ceilings import ceilings_of, mosaic_off_of
 from speedopt.search._objective import Inputs
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import StudyProtocol, baseline_trial, best_trial, records, schema
+from speedopt.study import StudyProtocol, best_trial, records, schema
+from speedopt.study.record_types import baseline_trial
 
 if TYPE_CHECKING:
     import optuna

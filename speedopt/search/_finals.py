@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.search import _sequential as sequential
-from speedopt.study import Finals, Repeat, TrialRecord, claimed, finalists, schema
+from speedopt.search._claim import claimed
+from speedopt.study import Finals, TrialRecord, finalists, schema
+from speedopt.study.record_types import Repeat
 
 if TYPE_CHECKING:
     import optuna

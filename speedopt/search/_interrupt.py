@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from speedopt.study import say_interrupted
+from speedopt.search._recovery import say_interrupted
 
 if TYPE_CHECKING:
     import optuna

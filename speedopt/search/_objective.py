@@ -25,11 +25,12 @@ from speedopt.knobs import Knobs
 from speedopt.measure import LabelCaches, TrialProgress, TrialRequest, TrialResult, make_request
 from speedopt.quality import Judge, not_measured
 from speedopt.search import _memory as memory_mod
+from speedopt.search._claim import worker_id
 from speedopt.search._plan import SearchPlan
 from speedopt.search._runner import Runner
 from speedopt.search._view import View
 from speedopt.status import Status
-from speedopt.study import Clock, Space, schema, worker_id
+from speedopt.study import Clock, Space, schema
 
 if TYPE_CHECKING:
     import optuna

@@ -14,7 +14,9 @@ from speedopt.errors import UsageError
 from speedopt.isolation import wait_until
 from speedopt.quality import merge_cache
 from speedopt.search._plan import SearchPlan
-from speedopt.study import check_study_name, recover_interrupted, schema, study_names
+from speedopt.search._recovery import recover_interrupted
+from speedopt.study import schema
+from speedopt.study.names import check_study_name, study_names
 
 if TYPE_CHECKING:
     import optuna

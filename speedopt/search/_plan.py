@@ -28,7 +28,9 @@ from speedopt.search import _rank as rank_mod
 from speedopt.search import _space as space_mod
 from speedopt.search._config import SearchConfig
 from speedopt.search._copies import COPY_FORMATS, find_copies
-from speedopt.study import LOSSLESS, DataCopy, Domain, Space, StudyProtocol, WarmStart, check_study_name, find_study, schema, warm_start
+from speedopt.study import Space, StudyProtocol, find_study, schema
+from speedopt.study.names import check_study_name
+from speedopt.study.record_types import LOSSLESS, DataCopy, Domain, WarmStart, warm_start
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from typing import get_args
 
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, Ceilings, key_of
-from speedopt.study import Ranking, RankMode, Space
+from speedopt.study import Space
+from speedopt.study.record_types import Ranking, RankMode
 
 MODES: tuple[RankMode, ...] = get_args(RankMode)
 MAX_CONFIGS = 4096  # a larger space is not enumerated (its ceilings would not be few)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from speedopt import engines
+from speedopt.defaults import GRACE_S, HEARTBEAT_S
 from speedopt.isolation import wait_until
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings, TrialResult, warm_worker
@@ -26,33 +27,18 @@ from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
+from speedopt.search._claim import Claim, claimed
 from speedopt.search._ends import ends
 from speedopt.search._interrupt import Interrupts
 from speedopt.search._objective import Inputs, label_caches, measure, objective, request_for, study_dataset
 from speedopt.search._open import open_study
 from speedopt.search._plan import SearchPlan
+from speedopt.search._recovery import awaited, recover_stale, retry_callback, retry_interrupted
 from speedopt.search._runner import Runner
 from speedopt.search._view import QuietView, View
-from speedopt.study import (
-    GRACE_S,
-    HEARTBEAT_S,
-    Claim,
-    Clock,
-    Need,
-    Ranking,
-    SearchOutcome,
-    awaited,
-    claimed,
-    open_storage,
-    outcome,
-    records,
-    recover_stale,
-    retry_interrupted,
-    schema,
-    storage_errors,
-    write_finals_notes,
-    write_note,
-)
+from speedopt.study import Clock, Need, SearchOutcome, open_storage, outcome, records, schema, storage_errors
+from speedopt.study.notes import write_finals_notes, write_note
+from speedopt.study.record_types import Ranking
 
 if TYPE_CHECKING:
     import optuna
@@ -76,7 +62,7 @@ def run(plan: SearchPlan, view: View | None = None, runner: Runner | None = None
     """
     view, runner = view or QuietView(), runner or Runner()
     with storage_errors(plan.storage_url):
-        storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE)
+        storage = open_storage(plan.storage_url, Need.CREATE if plan.create else Need.WRITE, on_stale=retry_callback())
         study, notes = open_study(plan, storage)
         interrupts = Interrupts()
         clock = Clock()

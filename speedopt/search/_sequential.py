@@ -31,7 +31,8 @@ import math
 import statistics
 from dataclasses import replace
 
-from speedopt.study import Drop, Finals
+from speedopt.study import Finals
+from speedopt.study.record_types import Drop
 
 #: The largest chance, per finals, that skipping the remaining rounds changes the decision.
 ALPHA = 0.05

@@ -17,7 +17,8 @@ from typing import Any
 from speedopt.data import read_yaml
 from speedopt.errors import UsageError
 from speedopt.knobs import CACHE_MODES, COMPILE_OFF, KNOBS, MODEL_SCALES, STRIDE, Knobs, knob_names, parse_value, shown, value_text
-from speedopt.study import Domain, Space
+from speedopt.study import Space
+from speedopt.study.record_types import Domain
 
 ORDERED = knob_names(lambda k: k.ranged)  # integer knobs that may be given as {low, high, step}
 

@@ -33,7 +33,8 @@ from speedopt.measure import Ceiling, Ceilings, TrialProgress, TrialRequest, Tri
 from speedopt.search import _rank as rank_mod
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import Ranking, Space, best_trial, measured_pruned, records, schema
+from speedopt.study import Space, best_trial, records, schema
+from speedopt.study.record_types import Ranking, measured_pruned
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
 DUPLICATE_LIMIT = 25

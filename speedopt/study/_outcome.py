@@ -12,12 +12,13 @@ from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
 from speedopt.study._bill import Bill, payback
+from speedopt.study._failed import FailedTrial, failed_trials
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, measured_pruned, records
-from speedopt.study._recovery import FailedTrial, failed_trials
 from speedopt.study._schema import DATA, read_bill, read_finals, read_protocol, read_stopped
-from speedopt.study._storage import open_storage, storage_errors, study_names
+from speedopt.study._storage import open_storage, storage_errors
+from speedopt.study.names import study_names
 
 if TYPE_CHECKING:
     import optuna

@@ -1,9 +1,9 @@
 """Where studies live: an Optuna storage opened from a URL, checked first, with crash safety switched on.
 
 RDB storages (SQLite, PostgreSQL, MySQL) get Optuna's heartbeat: a trial whose process died stops
-beating, is marked failed after the grace period, and is retried once with the same knobs. A
-journal file (``*.log`` / ``*.journal`` path or ``journal:PATH``) works too, without heartbeat;
-speedopt's own recovery of dead same-host trials (:mod:`speedopt.study._recovery`) covers both.
+beating, is marked failed after the grace period, and is handed to the opener's ``on_stale`` (the search
+retries it once with the same knobs). A journal file (``*.log`` / ``*.journal`` path or ``journal:PATH``)
+works too, without heartbeat; the search's own recovery of dead same-host trials covers both.
 
 Only ``speedopt search`` (and the target of export/import) may create a storage (:attr:`Need.CREATE`);
 a worker joins one that exists and can be written (:attr:`Need.WRITE`), every other command opens one
@@ -29,21 +29,14 @@ from typing import TYPE_CHECKING
 
 from speedopt import defaults
 from speedopt.errors import UsageError
-from speedopt.quality import CACHE_STUDY
-from speedopt.study._claim import PREFIX as CLAIM_PREFIX
-from speedopt.study._claim import is_claim
-from speedopt.study._schema import PLANNED, check
+from speedopt.study._schema import check
+from speedopt.study.names import study_names
 
 if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
-HEARTBEAT_S = 5
-GRACE_S = 20
-MAX_RETRY = 1
-#: Optuna's RDB storages keep a study name in a 512-character column.
-MAX_STUDY_NAME = 512
 #: Tables every Optuna RDB storage has: a database without them is not a storage (yet).
 OPTUNA_TABLES = frozenset({"studies", "trials", "version_info"})
 #: Attempts, and the pause between them, when another process creates the same new storage at once.
@@ -79,44 +72,6 @@ def redact(text: str) -> str:
     return _PARAM_PASSWORD.sub(lambda m: m.group("head") + "***", text)
 
 
-def retry_callback() -> Callable[[optuna.Study, FrozenTrial], None]:
-    """Optuna's retry of a failed (stale or interrupted) trial: :func:`retry_once`."""
-
-    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
-        retry_once(study, trial)
-
-    return callback
-
-
-def retry_once(study: optuna.Study, trial: FrozenTrial) -> bool:
-    """Re-enqueue a failed trial once with the same params; whether this call did.
-
-    The retry keeps the trial's planned attrs (its role: a retried baseline is the baseline) and drops
-    what the failed run wrote (its worker, a partial measurement). Processes that see the same failed trial at
-    once (two resumes, workers on several hosts) retry it once: the retry is claimed in the storage
-    (:func:`~speedopt.study._claim.try_claim`), and a trial already retried is not retried again.
-    """
-    import copy
-
-    import optuna
-
-    from speedopt.study._claim import try_claim
-
-    claim = try_claim(study._storage, study.study_name, f"retry-{trial.number}", GRACE_S)
-    if isinstance(claim, str):
-        return False  # another process retries it
-    try:
-        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-        if any((t.system_attrs.get("retry_history") or [])[-1:] == [trial.number] for t in trials):
-            return False
-        planned = copy.copy(trial)
-        planned.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in PLANNED}
-        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)(study, planned)
-        return True
-    finally:
-        claim.release()
-
-
 def url_for(text: str) -> str:
     """A storage URL from a URL or a file path (``*.db``/``*.sqlite`` -> SQLite, ``*.log`` -> journal)."""
     if "://" in text or text.startswith("journal:"):
@@ -127,21 +82,6 @@ def url_for(text: str) -> str:
     if path.suffix in (".db", ".sqlite", ".sqlite3"):
         return f"sqlite:///{path}"
     raise UsageError(f"{text!r} is neither a storage URL nor a .db/.sqlite/.log file")
-
-
-def check_study_name(name: str) -> str:
-    """``name`` if a storage can hold it as a study name; UsageError naming the problem otherwise."""
-    if not name.strip():
-        raise UsageError("--study must not be empty; give a name such as --study my-study")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise UsageError(f"--study {name!r} contains control characters; use letters, digits, '-', '_' and '.'")
-    if len(name) > MAX_STUDY_NAME:
-        raise UsageError(f"--study is {len(name)} characters long; Optuna storages hold at most {MAX_STUDY_NAME}")
-    if name == CACHE_STUDY:
-        raise UsageError(f"{CACHE_STUDY} is speedopt's probe cache; choose another --study name")
-    if is_claim(name):
-        raise UsageError(f"--study {name!r}: names starting with {CLAIM_PREFIX} are speedopt's claims; choose another --study name")
-    return name
 
 
 def _journal_path(url: str) -> str | None:
@@ -365,8 +305,13 @@ def _race(exc: BaseException) -> bool:
     return any(s in text for s in ("unique", "already exists", "database is locked", "duplicate"))
 
 
-def open_storage(url: str | None = None, need: Need = Need.EXISTING) -> BaseStorage:
+def open_storage(
+    url: str | None = None, need: Need = Need.EXISTING, on_stale: Callable[[optuna.Study, FrozenTrial], None] | None = None
+) -> BaseStorage:
     """Open the storage at ``url`` (default: ``studies/speedopt.db`` here) as ``need`` allows.
+
+    ``on_stale``: what an RDB storage does with a trial its heartbeat failed (the search's retry,
+    :mod:`speedopt.search`'s recovery; Optuna calls it while a study optimises and in ``fail_stale_trials``).
 
     UsageError, one line with the password hidden, for anything a user can get wrong: a typo'd path,
     a file that is not a storage, a read-only folder, a server that refuses, a missing driver.
@@ -399,9 +344,9 @@ def open_storage(url: str | None = None, need: Need = Need.EXISTING) -> BaseStor
         try:
             return optuna.storages.RDBStorage(
                 url,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=GRACE_S,
-                heartbeat_stale_trial_callback=retry_callback(),
+                heartbeat_interval=defaults.HEARTBEAT_S,
+                grace_period=defaults.GRACE_S,
+                heartbeat_stale_trial_callback=on_stale,
             )
         except ImportError as exc:
             raise _driver(url, exc) from None
@@ -432,14 +377,6 @@ def storage_errors(url: str | None) -> Iterator[None]:
             f"storage {redact(url or defaults.STORAGE_URL)} failed: {_first_line(cause or exc)}; check that it is "
             "writable and reachable, then run the same command again"
         ) from None
-
-
-def study_names(storage: BaseStorage) -> list[str]:
-    """The studies in a storage, speedopt's internal ones (the probe cache, claims) left out."""
-    import optuna
-
-    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    return [s.study_name for s in summaries if s.study_name != CACHE_STUDY and not is_claim(s.study_name)]
 
 
 def find_study(storage_url: str | None, name: str | None, need: Need = Need.EXISTING) -> optuna.Study:

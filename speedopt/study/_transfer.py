@@ -14,7 +14,8 @@ from speedopt.errors import UsageError
 from speedopt.quality import cache_entries, merge_cache
 from speedopt.study._finite import nonfinite_refusal
 from speedopt.study._schema import artifact_refusal, read_protocol
-from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, study_names, url_for
+from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, url_for
+from speedopt.study.names import study_names
 
 SUFFIXES = (".db", ".sqlite", ".sqlite3", ".log", ".journal")
 

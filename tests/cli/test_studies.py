@@ -8,7 +8,8 @@ from speedopt.cli import build_parser
 from speedopt.knobs import Knobs
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat, schema
+from speedopt.study import Finals, schema
+from speedopt.study.record_types import Repeat
 from tests.conftest import run_cli
 
 

@@ -30,7 +30,8 @@ def _hostile_study(faults: Faults, url: str, trials: tuple[float, ...] = (12.0, 
     from speedopt.quality import Feasibility, Verdict, signature
     from speedopt.search import SearchConfig, plan
     from speedopt.status import Status
-    from speedopt.study import Finals, Repeat, schema
+    from speedopt.study import Finals, schema
+    from speedopt.study.record_types import Repeat
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     protocol = plan(SearchConfig(data=str(faults.dataset()), device="cpu", quality="off", storage=url)).protocol
@@ -258,7 +259,8 @@ def _run_finals(url: str, name: str, start: Any, out: Any) -> None:
 
 def _recover(url: str, name: str, start: Any, out: Any) -> None:
     """One run's recovery of the study's trials (a process of its own); it puts the trials it retried."""
-    from speedopt.study import Need, open_storage, recover_interrupted
+    from speedopt.search._recovery import recover_interrupted
+    from speedopt.study import Need, open_storage
 
     storage = open_storage(url, Need.WRITE)
     study = optuna.load_study(study_name=name, storage=storage)
@@ -290,7 +292,8 @@ def test_two_resumes_racing_through_the_finals_take_their_decisions_once(kind: s
     # them owns them; the other waits, measures nothing and reads the same finals.
     import uuid
 
-    from speedopt.study import schema, study_names
+    from speedopt.study import schema
+    from speedopt.study.names import study_names
 
     url, name = _url(kind, tmp_path), f"race-{uuid.uuid4().hex[:8]}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -323,7 +326,7 @@ def test_runs_recovering_one_failed_trial_at_once_retry_it_once(kind: str, tmp_p
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState, create_trial
 
-    from speedopt.study import GRACE_S
+    from speedopt.defaults import GRACE_S
 
     url, name = _url(kind, tmp_path), f"retry-{uuid.uuid4().hex[:8]}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)

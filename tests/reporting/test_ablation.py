@@ -12,8 +12,9 @@ from PIL import Image
 from speedopt.knobs import Knobs
 from speedopt.reporting._ablation import section
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat, outcome
+from speedopt.study import Finals, outcome
 from speedopt.study._ablation import Ablation, Change, Probe
+from speedopt.study.record_types import Repeat
 
 BASE = Knobs(model="yolov5n", imgsz=640, batch=16, workers=8, cache="none", amp=False)
 REC = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram", "workers": 2})

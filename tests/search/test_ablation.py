@@ -18,8 +18,9 @@ from speedopt.search import SearchConfig
 from speedopt.search import _ablation as ablation_mod
 from speedopt.search._ablation import MAX_ORDERED
 from speedopt.status import Status
-from speedopt.study import Finals, Repeat, records
+from speedopt.study import Finals, records
 from speedopt.study._ablation import NO_GAIN, Ablation, Change
+from speedopt.study.record_types import Repeat
 
 BASE = Knobs(model="yolov5n", imgsz=640, batch=16, workers=8, cache="none", amp=False)
 

@@ -83,7 +83,8 @@ def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_th
     from speedopt.knobs import Knobs
     from speedopt.measure import TrialResult
     from speedopt.search._stop import stop_at_ceiling
-    from speedopt.study import Domain, Space
+    from speedopt.study import Space
+    from speedopt.study.record_types import Domain
 
     knobs = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False)
     study = optuna.create_study(direction="maximize")

@@ -157,8 +157,9 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
     from speedopt.search._open import open_study, prepared_first
     from speedopt.search._stop import stop_at_ceiling
     from speedopt.status import Status
-    from speedopt.study import Ranking, open_storage, schema
+    from speedopt.study import open_storage, schema
     from speedopt.study._storage import Need
+    from speedopt.study.record_types import Ranking
 
     _prepare(photos, "png")
     p = plan(_config(photos, tmp_path, quality="off"))

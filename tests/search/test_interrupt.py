@@ -7,8 +7,8 @@ import pytest
 from optuna.trial import TrialState
 
 from speedopt.search._interrupt import OPTUNA_LOGGER, Interrupts
+from speedopt.search._recovery import INTERRUPTED
 from speedopt.study import Need, open_storage, schema
-from speedopt.study._recovery import INTERRUPTED
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from speedopt.measure._ceilings import key_of
 from speedopt.search import _rank as rank
 from speedopt.search._stop import hopeless, space_reached
 from speedopt.status import Status
-from speedopt.study import Domain, Ranking, Space, schema
+from speedopt.study import Space, schema
+from speedopt.study.record_types import Domain, Ranking
 from tests.conftest import run_cli
 
 

@@ -3,7 +3,8 @@ import pytest
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.search import _space as space
-from speedopt.study import Domain, Space
+from speedopt.study import Space
+from speedopt.study.record_types import Domain
 
 
 def test_default_adapts_to_the_machine():

@@ -164,7 +164,8 @@ def test_repeated_proposals_queue_an_unmeasured_config_and_a_measured_space_stop
     from types import SimpleNamespace
 
     from speedopt.search._stop import QUEUE_AFTER, Skips, unmeasured
-    from speedopt.study import Domain, Space, schema
+    from speedopt.study import Space, schema
+    from speedopt.study.record_types import Domain
 
     space = Space({"model": Domain(choices=("yolov5n",)), "imgsz": Domain(choices=(96,)), "batch": Domain(choices=(4,)),
                    "workers": Domain(choices=(0,)), "amp": Domain(choices=(False,)), "cache": Domain(choices=("none", "ram"))})

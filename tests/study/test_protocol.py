@@ -4,7 +4,8 @@ import pytest
 
 from speedopt.errors import UsageError
 from speedopt.search import SearchConfig, plan
-from speedopt.study import DataCopy, StudyProtocol
+from speedopt.study import StudyProtocol
+from speedopt.study.record_types import DataCopy
 
 
 def _attrs(demo_yaml):

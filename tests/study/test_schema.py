@@ -11,8 +11,9 @@ from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, LabelCaches, TrialResult
 from speedopt.search import SearchConfig, plan
 from speedopt.status import Status
-from speedopt.study import Ablation, Finals, Ranking, Repeat, TrialRecord, find_study, flat_attrs, schema
+from speedopt.study import Ablation, Finals, TrialRecord, find_study, flat_attrs, schema
 from speedopt.study._ablation import Change, Probe
+from speedopt.study.record_types import Ranking, Repeat
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from optuna.trial import TrialState, create_trial
 from speedopt import data as dataset
 from speedopt.knobs import Knobs
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Domain, Space, flat_attrs, schema
+from speedopt.study import Space, flat_attrs, schema
 from speedopt.study._source import adapt
+from speedopt.study.record_types import Domain
 from tests.conftest import EVERY_CONFIG, run_cli
 
 BIG = {"key": {"cpu_model": "AMD EPYC 9654", "cpu_cores": 64, "ram_gb": 1024, "gpus": ["NVIDIA H200"]},

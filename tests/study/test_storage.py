@@ -10,10 +10,11 @@ import sqlalchemy.exc
 
 from speedopt.errors import UsageError
 from speedopt.quality import CACHE_STUDY
-from speedopt.study import Need, check_study_name, find_study, open_storage, redact, schema, storage_errors, study_names
+from speedopt.study import Need, find_study, open_storage, redact, schema, storage_errors
 from speedopt.study import _storage as storage_mod
 from speedopt.study._storage import url_for
 from speedopt.study._transfer import split_source
+from speedopt.study.names import check_study_name, study_names
 
 
 def test_url_for_files_and_urls(tmp_path):

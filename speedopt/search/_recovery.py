@@ -6,7 +6,7 @@ same params and role (a retried baseline is the baseline), whichever way its run
 - Ctrl-C: the interrupted process fails its own trial and re-enqueues it (:func:`retry_interrupted`);
 - SIGKILL or a crash, same host: the next start sees the process gone (:func:`recover_interrupted`);
 - any host, RDB storages: the trial stops beating and is failed after the grace period
-  (Optuna's ``fail_stale_trials`` with :func:`~speedopt.study._storage.retry_callback`, claimed once: :func:`~speedopt.study._storage.retry_once`), which a
+  (Optuna's ``fail_stale_trials`` with :func:`retry_callback`, the storage's ``on_stale``, claimed once: :func:`retry_once`), which a
   worker waits out before it leaves a study short of its target (:func:`recover_stale`);
 - a failed trial that was never retried (an interrupt during the retry itself) is retried on the next start.
 """
@@ -15,46 +15,71 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from speedopt.study._claim import process_alive, worker_id
-from speedopt.study._schema import FAILED_BECAUSE, ROLE, WORKER
-from speedopt.study._storage import GRACE_S, MAX_RETRY, retry_once
+from speedopt.defaults import GRACE_S
+from speedopt.search._claim import process_alive, try_claim, worker_id
+from speedopt.study import schema
+from speedopt.study.record_types import retried_as
 
 if TYPE_CHECKING:
     import optuna
     from optuna.storages import BaseStorage
     from optuna.trial import FrozenTrial
 
+MAX_RETRY = 1
 INTERRUPTED = "interrupted (Ctrl-C)"
 PROCESS_GONE = "its process was gone (killed or crashed)"
-#: Why, when the trial could not say (failed by the heartbeat).
-UNSAID = "its run ended without a result (process killed, interrupted, or cut off from the storage)"
+
+
+def retry_callback() -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Optuna's retry of a failed (stale or interrupted) trial: :func:`retry_once`."""
+
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        retry_once(study, trial)
+
+    return callback
+
+
+def retry_once(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Re-enqueue a failed trial once with the same params; whether this call did.
+
+    The retry keeps the trial's planned attrs (its role: a retried baseline is the baseline) and drops
+    what the failed run wrote (its worker, a partial measurement). Processes that see the same failed trial at
+    once (two resumes, workers on several hosts) retry it once: the retry is claimed in the storage
+    (:func:`~speedopt.search._claim.try_claim`), and a trial already retried is not retried again.
+    """
+    import copy
+
+    import optuna
+
+    claim = try_claim(study._storage, study.study_name, f"retry-{trial.number}", GRACE_S)
+    if isinstance(claim, str):
+        return False  # another process retries it
+    try:
+        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        if any((t.system_attrs.get("retry_history") or [])[-1:] == [trial.number] for t in trials):
+            return False
+        planned = copy.copy(trial)
+        planned.user_attrs = {k: v for k, v in trial.user_attrs.items() if k in schema.PLANNED}
+        optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=MAX_RETRY)(study, planned)
+        return True
+    finally:
+        claim.release()
 
 
 def say_interrupted(trial: optuna.Trial) -> None:
     """Record on ``trial`` that Ctrl-C interrupted it (before its state becomes FAIL: the report says why)."""
-    trial.set_user_attr(FAILED_BECAUSE, INTERRUPTED)
+    trial.set_user_attr(schema.FAILED_BECAUSE, INTERRUPTED)
 
 
 def _here(trial: FrozenTrial) -> bool:
-    return bool((trial.user_attrs.get(WORKER) or {}).get("host") == platform.node())
+    return bool((trial.user_attrs.get(schema.WORKER) or {}).get("host") == platform.node())
 
 
 def _mine(trial: FrozenTrial) -> bool:
-    return bool(trial.user_attrs.get(WORKER) == worker_id())
-
-
-def _retried(trials: Iterable[FrozenTrial]) -> dict[int, int]:
-    """Failed trial number -> the number of the trial that retried it."""
-    out: dict[int, int] = {}
-    for t in trials:
-        history = t.system_attrs.get("retry_history") or []
-        if history:
-            out[int(history[-1])] = t.number
-    return out
+    return bool(trial.user_attrs.get(schema.WORKER) == worker_id())
 
 
 def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTrial, why: str) -> bool:
@@ -68,7 +93,7 @@ def _fail_and_retry(study: optuna.Study, storage: BaseStorage, trial: FrozenTria
 
     if trial.state == TrialState.RUNNING:
         try:
-            storage.set_trial_user_attr(trial._trial_id, FAILED_BECAUSE, why)
+            storage.set_trial_user_attr(trial._trial_id, schema.FAILED_BECAUSE, why)
             if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
                 return False
         except optuna.exceptions.UpdateFinishedTrialError:
@@ -84,7 +109,7 @@ def retry_interrupted(study: optuna.Study, storage: BaseStorage, interrupted: di
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
+    retried = retried_as(trials)
     ids = set(interrupted) | {t._trial_id for t in trials if t.state == TrialState.RUNNING and _mine(t)}
     done = []
     for trial_id in sorted(ids):
@@ -99,7 +124,7 @@ def retry_interrupted(study: optuna.Study, storage: BaseStorage, interrupted: di
 def _abandoned(trial: FrozenTrial, now: dt.datetime) -> bool:
     """A failed trial whose retry nobody else will make: its process here is gone, or (another host) it
     failed longer than the grace period ago, so the process that failed it did not retry it."""
-    worker = trial.user_attrs.get(WORKER) or {}
+    worker = trial.user_attrs.get(schema.WORKER) or {}
     if _here(trial):
         return not process_alive(worker)
     ended = trial.datetime_complete
@@ -115,13 +140,13 @@ def recover_interrupted(study: optuna.Study, storage: BaseStorage) -> list[int]:
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
+    retried = retried_as(trials)
     now = dt.datetime.now()
     recovered = []
     for trial in trials:
         if trial.number in retried:
             continue
-        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not process_alive(trial.user_attrs.get(WORKER) or {})
+        dead_here = trial.state == TrialState.RUNNING and _here(trial) and not process_alive(trial.user_attrs.get(schema.WORKER) or {})
         left = trial.state == TrialState.FAIL and _abandoned(trial, now)
         if (dead_here or left) and _fail_and_retry(study, storage, trial, PROCESS_GONE):
             recovered.append(trial.number)
@@ -168,35 +193,3 @@ def awaited(study: optuna.Study, storage: BaseStorage, longest_s: float) -> list
         and (beating or _here(t))
         and (t.datetime_start is None or (now - t.datetime_start).total_seconds() < longest_s)
     ]
-
-
-@dataclass(frozen=True)
-class FailedTrial:
-    """A trial whose run ended early (interrupted, killed, lost), and the trial that retried it."""
-
-    number: int
-    role: str | None
-    params: dict[str, Any]
-    why: str
-    retried_as: int | None
-
-    def text(self) -> str:
-        """``trial 0 (baseline): interrupted (Ctrl-C); retried as trial 2``."""
-        role = f" ({self.role})" if self.role else ""
-        then = f"retried as trial {self.retried_as}" if self.retried_as is not None else "not retried"
-        return f"trial {self.number}{role}: {self.why}; {then}"
-
-
-def failed_trials(study: optuna.Study) -> tuple[FailedTrial, ...]:
-    """Every failed trial of the study, why it failed and which trial retried it."""
-    from optuna.trial import TrialState
-
-    trials = study.get_trials(deepcopy=False)
-    retried = _retried(trials)
-    out = []
-    for t in trials:
-        if t.state != TrialState.FAIL:
-            continue
-        why = str(t.user_attrs.get(FAILED_BECAUSE) or UNSAID)
-        out.append(FailedTrial(t.number, t.user_attrs.get(ROLE), dict(t.params), why, retried.get(t.number)))
-    return tuple(out)

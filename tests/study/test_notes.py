@@ -11,7 +11,7 @@ from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.quality import Feasibility
 from speedopt.status import Status
-from speedopt.study import _note as note
+from speedopt.study import notes as note
 from speedopt.study._finals import Finals, Repeat
 from speedopt.study._record import TrialRecord
 from speedopt.study._schema import SHOWN, flat_attrs, measurement_attrs, verdict_attrs
@@ -85,7 +85,8 @@ def test_a_trial_keeps_few_named_user_attrs_and_reads_back_as_before():
 
 
 def test_a_trial_off_the_searched_space_says_so_and_why():
-    from speedopt.study import Domain, Space
+    from speedopt.study import Space
+    from speedopt.study.record_types import Domain
 
     space = Space({"model": Domain(choices=("yolov5n",)), "batch": Domain(choices=(4, 8)), "workers": Domain(choices=(0, 2))})
     base = _record(0, 10.0, role="baseline")

@@ -11,7 +11,7 @@ The claim records its owner (host, pid, start time) and a beat its owner renews.
 deleting it. An owner that died (its process gone on this host; on another host, no beat for ``stale_s``)
 leaves a claim nobody renews: the next contender takes over with the next generation's name, so even a
 takeover is decided by the storage, never by two processes agreeing. Claims are speedopt's internal
-studies (:func:`is_claim`): ``speedopt studies`` and the dashboard leave them out.
+studies (:func:`speedopt.study.is_claim`): ``speedopt studies`` and the dashboard leave them out.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from speedopt.isolation import alive, wait_until
+from speedopt.study.names import CLAIM_PREFIX as PREFIX
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
 
-PREFIX = "speedopt-claim-"
 OWNER = "owner"
 _GENERATIONS = 1000  # takeovers of one step a storage keeps before it says so
 _UNRECORDED_S = 20.0  # a claim whose creator never recorded itself (killed in between) is free after this
@@ -48,11 +48,6 @@ def process_alive(worker: dict[str, Any]) -> bool:
     """Whether the process a record names still runs (the same process: pid and start time)."""
     pid, started = worker.get("pid"), worker.get("started")
     return isinstance(pid, int) and isinstance(started, (int, float)) and alive(pid, float(started))
-
-
-def is_claim(name: str) -> bool:
-    """A study that is a claim, not a user's study."""
-    return name.startswith(PREFIX)
 
 
 def claim_name(study_name: str, step: str, generation: int) -> str:

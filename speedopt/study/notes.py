@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     from speedopt.study._finals import Finals
 
+__all__ = ["save_note", "write_note", "write_finals_notes"]
+
 ROLES = {"baseline": "the baseline: your settings", "prepared": "the baseline on the prepared copy, measured first",
          "unmeasured": "queued after a proposal repeated a measured config", "warm-start": "warm start", "ceiling-rank": "enqueued by its ceilings"}
 
@@ -92,11 +94,11 @@ def finals_line(finals: Finals, trial: int) -> str:
     return ("**recommended**; " if chosen else "") + line + said
 
 
-def save(trial: optuna.Trial | optuna.Study, body: str) -> None:
+def save_note(trial: optuna.Trial | optuna.Study, body: str) -> None:
     """Save ``body`` as the note optuna-dashboard shows (for a Study: the study's note)."""
-    from optuna_dashboard import save_note
+    import optuna_dashboard
 
-    save_note(trial, body)
+    optuna_dashboard.save_note(trial, body)
 
 
 def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | None, finals: Finals | None) -> None:
@@ -109,7 +111,7 @@ def _write(study: optuna.Study, frozen: FrozenTrial, baseline: TrialRecord | Non
     stored = study.user_attrs.get(SPACE)
     outside = Space.from_dict(stored).outside(record.config) if isinstance(stored, dict) else None
     line = finals_line(finals, record.number) if finals is not None else ""
-    save(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline, finals=line, outside=outside))
+    save_note(optuna.trial.Trial(study, frozen._trial_id), trial_note(record, baseline, finals=line, outside=outside))
 
 
 def write_note(study: optuna.Study, frozen: FrozenTrial) -> None:

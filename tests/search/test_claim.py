@@ -9,8 +9,9 @@ import time
 import optuna
 import pytest
 
-from speedopt.study import is_claim, study_names
-from speedopt.study._claim import OWNER, claim_name, try_claim
+from speedopt.search._claim import OWNER, claim_name, try_claim
+from speedopt.study import is_claim
+from speedopt.study.names import study_names
 
 
 @pytest.fixture

@@ -9,17 +9,18 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from speedopt.study import Need, open_storage, outcome, schema
-from speedopt.study._recovery import (
+from speedopt.defaults import GRACE_S
+from speedopt.search._recovery import (
     INTERRUPTED,
     awaited,
-    failed_trials,
     recover_interrupted,
     recover_stale,
+    retry_callback,
     retry_interrupted,
     worker_id,
 )
-from speedopt.study._storage import GRACE_S, retry_callback
+from speedopt.study import Need, open_storage, outcome, schema
+from speedopt.study._failed import failed_trials
 
 pytestmark = pytest.mark.filterwarnings("ignore:Heartbeat of storage:UserWarning")  # trials asked outside optimize()
 
@@ -30,7 +31,7 @@ OTHER_HOST = {"host": "another-node", "pid": 1, "started": 0.0}
 @pytest.fixture
 def study(tmp_path):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(f"sqlite:///{tmp_path}/s.db", Need.CREATE)
+    storage = open_storage(f"sqlite:///{tmp_path}/s.db", Need.CREATE, on_stale=retry_callback())  # as the search opens it
     return optuna.create_study(study_name="s", storage=storage, direction="maximize")
 
 
