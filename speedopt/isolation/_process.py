@@ -50,10 +50,6 @@ def group_members(pgid: int) -> set[int]:
     return members
 
 
-def group_running(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies, waiting to be reaped, do not count)."""
-    return bool(group_members(pgid))
-
 
 def alive(pid: int, started: float | None = None) -> bool:
     """Whether process ``pid`` runs (a zombie does not); with ``started`` (its ``create_time``), whether

@@ -11,7 +11,7 @@ passes ``start_new_session=True``), so killing the agent's process group does no
 and a rank whose agent died is re-parented away from the tree. Every process of a launch is
 therefore found by a marker instead: the plan's environment carries ``SPEEDOPT_LAUNCH_ID`` (a random
 id, the marker of the launch's :class:`~speedopt.isolation.Job`), which the agent, the ranks and their
-dataloader workers all inherit; :func:`launch_processes` lists this user's processes whose environment
+dataloader workers all inherit; isolation's ``marked`` lists this user's processes whose environment
 holds it. Killing a launch (:func:`kill_launch`) is the one kill path of every job,
 :meth:`~speedopt.isolation.Job.end`: SIGTERM to the agent's group and to each marked process and its
 group (the agent forwards it to its ranks and waits for them), then, after a grace, SIGKILL to the
@@ -313,11 +313,6 @@ def guarded(argv: Sequence[str]) -> list[str]:
 # -- finding and killing the processes of a launch --------------------------------------------------
 
 
-def launch_processes(launch_id: str) -> list[psutil.Process]:
-    """This user's running processes (zombies excluded) whose environment carries ``launch_id``."""
-    return marked(launch_id)
-
-
 def kill_launch(job: Job, grace_s: float = 5.0) -> int:
     """SIGTERM every process of the launch (the agent forwards it to its ranks and waits for them), SIGKILL after
     ``grace_s``; returns how many still run after that (0). The one kill path, :meth:`~speedopt.isolation.Job.end`."""
@@ -403,5 +398,5 @@ if __name__ == "__main__":
 __all__ = [
     "TIMEOUT_ENV", "LAUNCH_ENV", "AGENT_ENV",
     "free_port", "port_free", "LaunchPlan", "plan_launch", "RankFigures", "LaunchOptions", "LaunchResult", "run_launch",
-    "launch_processes", "kill_launch", "sweep_launches", "read_ranks", "guarded",
+    "kill_launch", "sweep_launches", "read_ranks", "guarded",
 ]

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from speedopt.isolation import ForkServer, Job, alive, log_tail, start, wait_until
-from speedopt.isolation._process import group_running
+from speedopt.isolation import ForkServer, Job, alive, log_tail, marked, start, wait_until
+from speedopt.isolation._process import group_members
 
 # A job that starts a worker of its own (in its group, as a dataloader worker is) and then waits forever.
 FAMILY = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); print('up', flush=True); time.sleep(600)"
@@ -84,10 +84,10 @@ def test_a_cold_job_ends_with_the_workers_it_started(tmp_path):
     assert os.getpgid(job.pid) == job.pid != os.getpgid(0)  # its own session and group
     assert not wait_until(lambda: "up" in log_tail(tmp_path / "job.log") and len(psutil.Process(job.pid).children()) == 1, 60, every_s=0.05)
     worker = psutil.Process(job.pid).children()[0]
-    assert alive(job.pid) and alive(worker.pid) and group_running(job.pid) and not job.poll()
+    assert alive(job.pid) and alive(worker.pid) and group_members(job.pid) and not job.poll()
     assert job.wait(0.2) is True  # timed out: it runs on
     assert job.end() == 0
-    assert job.ended and job.returncode is not None and not group_running(job.pid) and not alive(worker.pid)
+    assert job.ended and job.returncode is not None and not group_members(job.pid) and not alive(worker.pid)
 
 
 def test_a_forked_job_is_waited_for_and_ends_with_the_workers_it_started(fork_server, tmp_path):
@@ -106,7 +106,7 @@ def test_a_forked_job_is_waited_for_and_ends_with_the_workers_it_started(fork_se
 def test_a_warm_job_and_a_ddp_launch_end_their_workers_the_same_way(fork_server, tmp_path, ends):
     """Each with a worker of its own (the rank's in a session of its own): both ended by Job.end, nothing left."""
     from speedopt.measure import _runner, _warm
-    from speedopt.measure._launch import LaunchOptions, launch_processes, plan_launch, run_launch
+    from speedopt.measure._launch import LaunchOptions, plan_launch, run_launch
 
     forked, launched = tmp_path / "forked", tmp_path / "launched"
     forked.mkdir()
@@ -125,4 +125,4 @@ def test_a_warm_job_and_a_ddp_launch_end_their_workers_the_same_way(fork_server,
     pids = [p for f in files for p in _pids(f)]
     assert "ended by its starter" in result.message and len(pids) == 4, result.message + "\n" + result.log_tail
     assert len(ends) == 2 and ends[1].marker == plan.launch_id  # the same function, the launch's marker
-    assert not any(alive(p) for p in pids) and not launch_processes(plan.launch_id)
+    assert not any(alive(p) for p in pids) and not marked(plan.launch_id)

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from speedopt.errors import UsageError
+from speedopt.isolation import marked
 from speedopt.isolation._job import own_processes as _own_processes
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialOptions, make_request
@@ -35,7 +36,7 @@ def _ok(rate: float, notes: tuple[str, ...] = ()) -> dict:
 
 def _leftovers() -> list:
     """Processes of this user that carry any launch's marker."""
-    return [process for process, env in _own_processes() if LAUNCH_ENV in env]
+    return marked()
 
 
 # -- merging the ranks' results, no processes -------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from speedopt.isolation import marked
 from speedopt.measure._launch import (
     LAUNCH_ENV,
     LAUNCHER,
@@ -22,7 +23,6 @@ from speedopt.measure._launch import (
     RankFigures,
     free_port,
     guarded,
-    launch_processes,
     plan_launch,
     port_free,
     read_ranks,
@@ -107,7 +107,7 @@ def test_two_gloo_ranks_measure_ok(tmp_path):
     assert all(r.images == 160 and r.images_per_s > 0 for r in result.ranks)
     assert result.images_per_s == pytest.approx(sum(result.per_rank_images_per_s))
     assert json.loads((tmp_path / "rank1.json").read_text())["pg_timeout_s"] == 120  # the collective timeout reached the rank
-    assert not launch_processes(plan.launch_id) and port_free(plan.master_port)
+    assert not marked(plan.launch_id) and port_free(plan.master_port)
 
 
 @pytest.mark.slow  # ~20 s: the deadline leaves the ranks time to start training, even beside another test's trainer
@@ -119,7 +119,7 @@ def test_a_timeout_kills_every_rank(tmp_path):
     assert time.monotonic() - started < 20 + 15  # deadline + the SIGTERM grace + the wait
     assert (tmp_path / "rank0.started.json").exists(), result.log_tail  # it was training when killed
     assert not list(tmp_path.glob("rank?.json"))
-    assert not launch_processes(plan.launch_id) and port_free(plan.master_port)
+    assert not marked(plan.launch_id) and port_free(plan.master_port)
 
 
 @pytest.mark.slow  # ~15 s: two launches
@@ -147,7 +147,7 @@ def test_an_interrupt_kills_every_rank(tmp_path):
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         run_launch(plan, tmp_path, deadline_s=600)
-    assert not launch_processes(plan.launch_id) and port_free(plan.master_port)
+    assert not marked(plan.launch_id) and port_free(plan.master_port)
 
 
 PARENT = textwrap.dedent(
@@ -173,12 +173,12 @@ def test_sigkill_of_the_parent_leaves_no_rank_and_frees_the_port(tmp_path):
         started = _until(lambda: all((tmp_path / f"rank{r}.started.json").exists() for r in (0, 1)), 90)
         assert started, (tmp_path / "launch.log").read_text() if (tmp_path / "launch.log").exists() else "no log"
         plan = json.loads((tmp_path / "plan.json").read_text())
-        assert len(launch_processes(plan["id"])) >= 3  # the agent and two ranks
+        assert len(marked(plan["id"])) >= 3  # the agent and two ranks
         assert not port_free(plan["port"])
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
         killed_at = time.monotonic()
-        assert _until(lambda: not launch_processes(plan["id"]) and port_free(plan["port"]), 10)
+        assert _until(lambda: not marked(plan["id"]) and port_free(plan["port"]), 10)
         assert time.monotonic() - killed_at < 5
     finally:
         if parent.poll() is None:
@@ -194,7 +194,7 @@ def test_sweep_kills_what_a_launch_left_when_its_starter_is_gone(tmp_path):
     orphan = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: ids["leftover"], PARENT_ENV: str(gone.pid)}, start_new_session=True)
     kept = subprocess.Popen(sleep, env={**os.environ, LAUNCH_ENV: ids["running"], PARENT_ENV: str(os.getpid())}, start_new_session=True)
     try:
-        assert _until(lambda: len(launch_processes(ids["leftover"])) == 1 and len(launch_processes(ids["running"])) == 1, 10)
+        assert _until(lambda: len(marked(ids["leftover"])) == 1 and len(marked(ids["running"])) == 1, 10)
         swept = sweep_launches()  # ours, and any another test run on this host left...
         # ...unless another test's sweep (another pytest-xdist worker's trial) came first: either way it is gone
         assert swept >= 1 or _until(lambda: orphan.poll() is not None, 5)
