@@ -184,7 +184,7 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, name: str, candida
     import optuna
 
     from speedopt.isolation import start
-    from speedopt.study import flat_attrs
+    from speedopt.study import flat_attrs, quiet_optuna
 
     folder.mkdir(parents=True, exist_ok=True)
     space = folder / f"{name}.yaml"
@@ -209,7 +209,7 @@ def probe_verdict(data: Path, checkpoint: Path, folder: Path, name: str, candida
     if timed_out or job.returncode != 0:
         tail = "\n".join((folder / f"{name}.log").read_text().splitlines()[-5:])
         raise SystemExit(f"the search failed ({'timed out after 3600 s' if timed_out else f'exit {job.returncode}'}):\n{tail}")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    quiet_optuna()
     trials = optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     for trial in trials:
         attrs = flat_attrs(trial.user_attrs)

@@ -37,7 +37,6 @@ import random
 import statistics
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from speedopt.measure import JobOutcome, LabelCaches, TrialProgress, TrialReques
 from speedopt.offline import cache_dir
 from speedopt.search import QuietView, Runner, SearchConfig, plan, run
 from speedopt.status import Status
+from speedopt.study import quiet_optuna
 
 TABLES = Path(__file__).parent / "replay"
 #: The named spaces: what varies, the fixed knobs, the baseline's values, and the images they train on.
@@ -251,8 +251,7 @@ def main() -> None:
     if args.measure:
         measure(args.measure, args.repeats, args.steps, args.warmup)
     if args.replay:
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats, metric names
+        quiet_optuna()
         tables = sorted(TABLES.glob("*.json"))
         if not tables:
             raise SystemExit(f"no table in {TABLES}: run --measure data and --measure compute first")

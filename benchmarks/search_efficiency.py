@@ -45,6 +45,7 @@ from speedopt.knobs import Knobs, value_text
 from speedopt.measure import TrialProgress, warm_worker
 from speedopt.offline import cache_dir
 from speedopt.search import RANK_MODES, SearchConfig, View, plan
+from speedopt.study import quiet_optuna
 
 TIES = 0.10  # grid configs within this share of the grid's best are ties with it (one measurement each)
 TARGET_SHARE, TARGET_TIME = 0.95, 0.35  # issue 16: >= 95% of the grid's best in <= 35% of its time
@@ -244,15 +245,6 @@ def run(args: argparse.Namespace, work: Path) -> None:
           f"<= {TARGET_TIME:.0%} of the grid time: {'met' if met[1] else 'missed'} ({ratio:.0%})")
 
 
-def _quiet_optuna() -> None:
-    """Optuna's INFO lines and experimental warnings would drown the figures (as the CLI silences them)."""
-    import warnings
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -279,7 +271,7 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="a tiny run (4 configs, 2 trials): proves the script works")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (the data, the space file, the study)")
     args = _options(parser.parse_args())
-    _quiet_optuna()
+    quiet_optuna()
     try:
         if args.keep:
             Path(args.keep).mkdir(parents=True, exist_ok=True)

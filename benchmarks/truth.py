@@ -30,16 +30,7 @@ from pathlib import Path
 import speedopt
 from speedopt import data, defaults
 from speedopt.knobs import knobs_text
-
-
-def _quiet_optuna() -> None:
-    """Optuna's INFO lines and experimental warnings would drown the benchmark's own output (as the CLI quiets them)."""
-    import warnings
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+from speedopt.study import quiet_optuna
 
 
 def main() -> None:
@@ -56,7 +47,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--yolov5-dir", default=None)
     args = parser.parse_args()
-    _quiet_optuna()
+    quiet_optuna()
     if args.three_way:
         three_way(args.workers or 2, args.rounds, args.yolov5_dir)
         return

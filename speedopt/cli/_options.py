@@ -227,12 +227,4 @@ def trial_options(args: argparse.Namespace, timeout_s: float) -> TrialOptions:
     )
 
 
-def quiet_optuna() -> None:
-    """Optuna's INFO lines and experimental warnings would drown speedopt's own output."""
-    import warnings
-
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from speedopt import defaults
-from speedopt.cli._options import add_storage, integer, quiet_optuna
+from speedopt.cli._options import add_storage, integer
 from speedopt.reporting import check_address, serve, study_page
-from speedopt.study import find_study, open_storage, redact
+from speedopt.study import find_study, open_storage, quiet_optuna, redact
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,8 @@ import yaml
 
 import speedopt
 from speedopt import defaults
-from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, integer, quiet_optuna
+from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, integer
+from speedopt.study import quiet_optuna
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

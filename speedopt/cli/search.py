@@ -24,7 +24,6 @@ from speedopt.cli._options import (
     compile_mode,
     fraction,
     integer,
-    quiet_optuna,
     real,
     seconds,
 )
@@ -37,7 +36,7 @@ from speedopt.knobs import knobs_text
 from speedopt.quality import QualityMode, parse_max_loss, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
-from speedopt.study import SearchOutcome
+from speedopt.study import SearchOutcome, quiet_optuna
 
 NAME = "search"
 EPILOG = (

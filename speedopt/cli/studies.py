@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from speedopt import defaults
-from speedopt.cli._options import add_storage, quiet_optuna
+from speedopt.cli._options import add_storage
 from speedopt.cli._render import shown_name
 from speedopt.status import Status
-from speedopt.study import list_studies, redact
+from speedopt.study import list_studies, quiet_optuna, redact
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from speedopt.cli._options import add_storage, add_study, quiet_optuna
-from speedopt.study import export, import_study
+from speedopt.cli._options import add_storage, add_study
+from speedopt.study import export, import_study, quiet_optuna
 
 
 def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -6,7 +6,8 @@ import argparse
 import sys
 
 import speedopt
-from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, fraction, integer, quiet_optuna, seconds
+from speedopt.cli._options import MAX_EPOCHS, add_storage, add_study, fraction, integer, seconds
+from speedopt.study import quiet_optuna
 
 NAME = "verify"
 EXIT = """exit status: 0 when the run ended ok, 1 when it ended oom, timeout or error (the status and

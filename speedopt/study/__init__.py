@@ -22,7 +22,7 @@ from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, best_trial, finalists, records
 from speedopt.study._schema import flat_attrs
 from speedopt.study._space import Space
-from speedopt.study._storage import Need, artifact_dir, find_study, open_storage, redact, storage_errors
+from speedopt.study._storage import Need, artifact_dir, find_study, open_storage, quiet_optuna, redact, storage_errors
 from speedopt.study._transfer import export, import_study
 from speedopt.study.names import is_claim
 
@@ -32,6 +32,7 @@ __all__ = [
     "Need",
     "storage_errors",
     "redact",
+    "quiet_optuna",
     "artifact_dir",
     "is_claim",
     "StudyProtocol",

@@ -72,6 +72,17 @@ def redact(text: str) -> str:
     return _PARAM_PASSWORD.sub(lambda m: m.group("head") + "***", text)
 
 
+def quiet_optuna() -> None:
+    """Optuna's INFO lines and experimental warnings (heartbeats, metric names) would drown speedopt's own output:
+    the commands and the benchmarks that drive a study call this once."""
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
 def url_for(text: str) -> str:
     """A storage URL from a URL or a file path (``*.db``/``*.sqlite`` -> SQLite, ``*.log`` -> journal)."""
     if "://" in text or text.startswith("journal:"):
