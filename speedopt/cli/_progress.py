@@ -6,6 +6,7 @@ import time
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -114,7 +115,7 @@ class PlainView(View):
         self.track.begin(plan, so_far)
         self._say(f"study {shown_name(plan.study_name, markup=True)} ({redact(plan.storage_url)}): {so_far.complete} of {plan.protocol.trials} trials complete")
         for note in notes:
-            self._say(f"note: {note}")
+            self._say(f"note: {escape(note)}")  # a note may quote a domain, [off, default]: text, not markup
 
     def trial_started(self, number: int, knobs: Knobs) -> None:
         self.track.trial_started = time.monotonic()
@@ -140,7 +141,7 @@ class PlainView(View):
         self.note(f"trial {number}: {why}")
 
     def note(self, message: str) -> None:
-        self._say(f"  {message}")
+        self._say(f"  {escape(message)}")
 
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         self._say(
@@ -164,6 +165,12 @@ class PlainView(View):
         self._say(f"  ablation {label} ({knobs_text(knobs)})")
 
     def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+        self._say(f"    {_repeat_text(result)}")
+
+    def compile_step_started(self, label: str, knobs: Knobs) -> None:
+        self._say(f"  {label} ({knobs_text(knobs)})")
+
+    def compile_step_finished(self, label: str, result: TrialResult) -> None:
         self._say(f"    {_repeat_text(result)}")
 
 
@@ -213,7 +220,7 @@ class LiveView(PlainView):
         self.phase = message
 
     def price(self, message: str) -> None:
-        self.live.console.print(f"  {message}", highlight=False)  # above the live table, where it stays
+        self.live.console.print(f"  {escape(message)}", highlight=False)  # above the live table, where it stays
 
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         self.rows.append(["", f"finals: {len(finals) - 1} config(s) + baseline, {repeats} rounds", "", "", "", "", ""])
@@ -235,6 +242,14 @@ class LiveView(PlainView):
     def ablation_step_finished(self, label: str, result: TrialResult) -> None:
         speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
         self.rows.append(["", f"ablation {label}", result.status.value, speed, "", "", "ablation"])
+        self.running = self.phase = ""
+
+    def compile_step_started(self, label: str, knobs: Knobs) -> None:
+        self.running, self.phase = f"{label} ({knobs_text(knobs)})", "setup"
+
+    def compile_step_finished(self, label: str, result: TrialResult) -> None:
+        speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
+        self.rows.append(["", label, result.status.value, speed, "", "", "compile"])
         self.running = self.phase = ""
 
     def stop(self) -> None:

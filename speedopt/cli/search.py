@@ -274,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
     if base is not None and not base.result.ok:
         out.print(f"baseline ended {base.status.value}: {base.result.message}", highlight=False)
     _print_finals(out, result)
+    if result.compile is not None:  # decided once at the end, on the recommendation (its command compiles where it pays)
+        out.print(result.compile.line(), highlight=False, markup=False)
     rec = speedopt.best(result.study_name, storage=config.storage)
     head = "keep your settings" if rec.keep_settings else "recommended"
     out.print(f"{head}: trial {rec.trial.number}: {knobs_text(rec.knobs)}: {rec.verdict}", highlight=False)

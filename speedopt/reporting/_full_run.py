@@ -4,6 +4,7 @@ with its inputs), each projection with a timed validation pass and checkpoint sa
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from speedopt import engines
@@ -35,6 +36,11 @@ def projections(
         if r is None or not r.result.ok or r.number in out:
             continue
         median, rounds = finals.median(r.number) if finals else (None, 0)
+        run, rounds_of = r.result, "finals"
+        decision, mode = result.compile, result.compiled
+        if decision is not None and mode is not None and r.number == decision.trial:  # it trains compiled: those rounds
+            median, rounds = decision.median(decision.modes.index(mode) + 1)
+            run, rounds_of = replace(run, config=replace(run.config, compile=mode), compile_s=decision.cost(mode)), "compiled"
         val_s = save_s = None
         if measure_validation:
             timed = validation_time(study, p, r.config)
@@ -43,7 +49,7 @@ def projections(
             else:
                 notes.append(f"validation for trial {r.number} could not be timed: {timed.status.value}: {timed.message}")
         out[r.number] = project(
-            r.result, epochs, val_s, median, rounds, labels=label_build_for(study, p, r.config),
+            run, epochs, val_s, median, rounds, rounds_of=rounds_of, labels=label_build_for(study, p, r.config),
             prepare_s=prepare_s_for(p, r.config), save_s=save_s, mosaic=mosaic_off_of(study, r.config, off), mosaic_epochs=off,
         )
     return out, notes

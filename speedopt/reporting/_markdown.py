@@ -24,6 +24,7 @@ from speedopt.reporting._accuracy import accuracy_section
 from speedopt.reporting._analysis import bottlenecks_section, importance_section, report_figures
 from speedopt.reporting._bill import bill_section
 from speedopt.reporting._ceilings import ceilings_section
+from speedopt.reporting._compile import compile_section
 from speedopt.reporting._filename import report_files, write_inside
 from speedopt.reporting._full_run import projection_section, projections
 from speedopt.reporting._gather import trial_table, write_csv
@@ -76,7 +77,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     md += machine_and_dataset_section(p, result, done, schema.read_labels(study)) + side_by_side_section(base, best, result)
     pb, pr = (projected.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
-    md += finals_section(result) + ablation.section(study, result, files.figures, files.link)
+    md += finals_section(result) + compile_section(result) + ablation.section(study, result, files.figures, files.link)
     md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, pb, pr, epochs, certain)
     classic = engines.engine_class(p.engine).dialect == "train.py"  # advice in the study's trainer's own terms
     md += overhead_advice(pr or pb, classic, logger_integrations(p.engine)) + copies_section(p, epochs)

@@ -91,10 +91,12 @@ def project(
     save_s: float | None = None,
     mosaic: MosaicOff | None = None,
     mosaic_epochs: int = 0,
+    rounds_of: str = "finals",
 ) -> Projection | None:
     """The full-run estimate for a config measured ok (None for a trial without throughput).
 
-    ``images_per_s`` (the median of ``rounds`` finals measurements) replaces the trial's one measurement.
+    ``images_per_s`` (the median of ``rounds`` measurements: the finals', or ``rounds_of`` "compiled": the compile
+    decision's) replaces the trial's one measurement.
     ``labels``: the study's label-cache build for the config's data.yaml (:func:`label_build_for`): the
     label scan, counted once. ``prepare_s``: the prepared copy a data=resized config trains on, made once
     (measured when it was made), added to the one-time build. ``save_s``: one epoch-end checkpoint save
@@ -107,7 +109,7 @@ def project(
     total_images = result.images_total
     speed = images_per_s or result.images_per_s
     if images_per_s is not None and rounds:
-        basis = [f"{speed:.2f} images/s: median of {rounds} finals rounds on {result.device}"]
+        basis = [f"{speed:.2f} images/s: median of {rounds} {rounds_of} rounds on {result.device}"]
     else:
         basis = [f"{speed:.2f} images/s measured once over {result.steps} steps on {result.device}"]
     build, scan, notes = _one_time(result, total_images, labels, basis)

@@ -7,7 +7,7 @@ Every form parses back to the recommended knobs (:mod:`speedopt.command`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from speedopt import command, engines, machine
@@ -16,6 +16,7 @@ from speedopt.knobs import Knobs
 from speedopt.quality import unchecked_knobs
 from speedopt.speedup import METHOD, Speedup
 from speedopt.study import SearchOutcome, StudyProtocol, TrialRecord, outcome
+from speedopt.study.record_types import CompileDecision
 
 if TYPE_CHECKING:
     import optuna
@@ -32,6 +33,9 @@ class Recommendation:
     verdict: str = ""  # the speedup with its interval, "no measurable gain ...", or why none is claimed
     keep_settings: bool = False  # the finals found no measurable gain: this is the baseline
     median_images_per_s: float | None = None  # over the config's finals rounds, when it had them
+    #: the torch.compile decision taken on this trial, where it chose a mode: the command compiles, and its images/s
+    #: are the compiled rounds' median (the speedup over the baseline stays the finals', measured eager)
+    compiled: CompileDecision | None = None
 
     @property
     def accuracy(self) -> str:
@@ -42,12 +46,17 @@ class Recommendation:
 
     @property
     def images_per_s(self) -> float | None:
-        """The config's images/s: the median of its finals rounds when it had them, else its one trial."""
+        """The config's images/s: the median of its compiled rounds where compile was chosen, else of its finals
+        rounds when it had them, else its one trial."""
+        if self.compiled is not None and self.compiled.choice is not None:
+            return self.compiled.median(self.compiled.modes.index(self.compiled.choice) + 1)[0]
         return self.median_images_per_s or self.trial.images_per_s
 
     @property
     def knobs(self) -> Knobs:
-        return self.trial.config
+        """The config to train with: the trial's as it ran, compiled where the compile decision chose a mode."""
+        choice = self.compiled.choice if self.compiled is not None else None
+        return self.trial.config if choice is None else replace(self.trial.config, compile=choice)
 
     @property
     def classic(self) -> bool:
@@ -128,6 +137,7 @@ class Recommendation:
             "keep_settings": self.keep_settings,
             "verdict": self.verdict,
             "accuracy": {"verdict": self.accuracy, "reason": self.trial.quality_reason},
+            "compile": None if self.compiled is None else self.compiled.line(),
         }
 
 
@@ -142,6 +152,8 @@ def recommendation(result: SearchOutcome) -> Recommendation | None:
     if chosen is None or result.protocol is None:
         return None
     median, _ = result.finals.median(chosen.number) if result.finals else (None, 0)
+    decision = result.compile if result.compiled is not None else None
     return Recommendation(
-        result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings, median
+        result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings, median,
+        decision,
     )

@@ -125,6 +125,8 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
     space, space_notes = _space(listed, fixed, base, eng, device, policy, ds, ram_limit, here)
     data = _data_knob(config, ds, space, policy, base, {**listed, **fixed})
     space, policy, space_notes = data.space, data.policy, space_notes + list(data.notes)
+    space, base, compile_modes, at_end = space_mod.decide_at_end(space, base)
+    space_notes += at_end
     fp_data = fingerprint(ds)  # how many images the trainer drops: its label check says, before the first trial
     notes += _temp_note(space)
     warm, warm_cache, warm_notes = _warm(config.warm_start, space, base, device, ds, ram_limit, fp_data.id)
@@ -156,6 +158,7 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         stop_at_ceiling=config.stop_at_ceiling,
         ceiling_rank=config.ceiling_rank,
         prune_margin=config.prune_margin,
+        compile_modes=compile_modes,
     )
     return SearchPlan(
         storage_url=config.storage or defaults.STORAGE_URL,

@@ -25,6 +25,7 @@ from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget
 from speedopt.search import _ablation as ablation_mod
 from speedopt.search import _ceilings as ceilings_mod
+from speedopt.search import _compile as compile_mod
 from speedopt.search import _finals as finals_mod
 from speedopt.search import _rank as rank_mod
 from speedopt.search._claim import Claim, claimed
@@ -132,6 +133,9 @@ def _search(
     if plan.create and (spent(study) >= p.trials or schema.read_stopped(study)):
         with clock.stage("finals"):
             _finals(plan, study, view, inputs)
+        if p.compile_modes:
+            with claimed(storage, study.study_name, "compile", _longest_s(plan), view.note) as claim, clock.stage("compile"):
+                _compile(plan, study, view, inputs, claim)
         # Decisions taken once, as the finals' are: the first run to get here owns them; another waits, then reads them.
         with claimed(storage, study.study_name, "ablation", _longest_s(plan), view.note) as claim, clock.stage("ablation"):
             _ablation(plan, study, view, inputs, claim)
@@ -253,6 +257,24 @@ def _finals(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -
     )
     if finals is not None:
         write_finals_notes(study, finals)
+
+
+def _compile(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs, claim: Claim) -> None:
+    """Decide torch.compile once, on the recommendation (see :mod:`speedopt.search._compile`)."""
+    p = plan.protocol
+    rec = outcome(study).recommended
+    if rec is None:
+        view.note("torch.compile: not decided: no config measured ok to decide it on")
+        return
+    fresh = compile_mod.planned(rec, p.compile_modes, p.repeats, p.epochs, p.dataset.train_images, p.min_gain)
+    view.note(
+        f"torch.compile: measuring trial {rec.number}'s config eager and with compile={', '.join(p.compile_modes)} in "
+        f"{fresh.repeats} interleaved rounds"
+    )
+    decision = compile_mod.run(
+        study, fresh, _measure(plan, view, inputs, claim), started=view.compile_step_started, finished=view.compile_step_finished,
+    )
+    view.decided(decision.line())
 
 
 def _ablation(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs, claim: Claim) -> None:

@@ -61,11 +61,31 @@ def default_space(
             "model": Domain(choices=MODEL_SCALES),
             "freeze": Domain(low=0, high=10),
             "gpus": Domain(choices=gpu_counts(gpu_pool) if cuda else (1,)),
-            # A cold compile takes minutes on a CPU: listed in --space there, searched by default on a GPU only.
+            # Decided once at the end (decide_at_end), never per trial. A cold compile takes minutes on a CPU: listed in
+            # --space there, decided by default on a GPU only.
             "compile": Domain(choices=(COMPILE_OFF, "default") if cuda else (COMPILE_OFF,)),
             "channels_last": Domain(choices=("default", "off") if cuda else ("default",)),
         }
     )
+
+
+def decide_at_end(space: Space, baseline: Knobs) -> tuple[Space, Knobs, tuple[str, ...], list[str]]:
+    """Take the compile modes a space lists out of what the trials sample: the space (compile ``off`` for every trial),
+    the baseline (eager), the modes decided once at the end on the recommendation
+    (:class:`~speedopt.study.record_types.CompileDecision`), and a note. A space that pins one mode (``--fix
+    compile=default``) keeps it: every trial compiles, as asked."""
+    domain = space.domains.get("compile")
+    if domain is None or len(domain.values()) < 2:
+        return space, baseline, (), []
+    modes = tuple(v for v in domain.values() if v != COMPILE_OFF)
+    notes = [
+        f"compile {domain.text()}: decided once at the end, on the recommendation measured eager and compiled in "
+        "interleaved rounds, its one-time cost charged against --epochs; no trial compiles"
+    ]
+    if baseline.compile != COMPILE_OFF:
+        notes.append(f"baseline compile={baseline.compile} is measured eager: compile is decided at the end")
+        baseline = dataclasses.replace(baseline, compile=COMPILE_OFF)
+    return Space({**space.domains, "compile": Domain(choices=(COMPILE_OFF,))}), baseline, modes, notes
 
 
 Accepted = dict[str, tuple[tuple[Any, ...], str]]  # Engine.accepted(): knob -> (the values its trainer takes, why)

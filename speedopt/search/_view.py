@@ -45,6 +45,16 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
         stays (the user weighs it), unlike a passing note. By default a note."""
         self.note(message)
 
+    def decided(self, message: str) -> None:
+        """A decision the search took after the trials (torch.compile's), in a line that stays. By default a :meth:`price`."""
+        self.price(message)
+
+    def compile_step_started(self, label: str, knobs: Knobs) -> None:
+        """A torch.compile decision measurement begins (``label``: its round, eager or the mode)."""
+
+    def compile_step_finished(self, label: str, result: TrialResult) -> None:
+        """A torch.compile decision measurement ended."""
+
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         """The finals begin: these trials' configs (the baseline's first) in ``repeats`` interleaved rounds."""
 

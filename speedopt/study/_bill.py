@@ -14,11 +14,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Stage = Literal["prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "ablation", "ends"]
+Stage = Literal["prepare", "start", "labels", "ranking", "trials", "probes", "memory fits", "ceilings", "finals", "compile", "ablation", "ends"]
 _WHAT = {
     "prepare": "the resized copies", "start": "the warm worker's start", "labels": "the trainer's label caches", "ranking": "ceiling jobs ranking the space",
     "trials": "the trials' measurements", "probes": "quality probes", "memory fits": "memory fits",
-    "ceilings": "ceiling jobs of the stop rule", "finals": "the finals", "ablation": "the ablation",
+    "ceilings": "ceiling jobs of the stop rule", "finals": "the finals",
+    "compile": "the torch.compile decision", "ablation": "the ablation",
     "ends": "the ends' ceilings and validation timing",
 }
 WAITED = "waited"  # the stored bill's key for the seconds spent waiting for the host lock

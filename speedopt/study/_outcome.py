@@ -12,11 +12,12 @@ from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
 from speedopt.study._bill import Bill, payback
+from speedopt.study._compile import CompileDecision
 from speedopt.study._failed import FailedTrial, failed_trials
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, measured_pruned, records
-from speedopt.study._schema import DATA, read_bill, read_finals, read_protocol, read_stopped
+from speedopt.study._schema import DATA, read_bill, read_compile, read_finals, read_protocol, read_stopped
 from speedopt.study._storage import open_storage, storage_errors
 from speedopt.study.names import study_names
 
@@ -59,6 +60,14 @@ class SearchOutcome:
     failed: tuple[FailedTrial, ...] = ()  # trials whose run ended early (interrupted, killed), with their retries
     pruned: int = 0  # trials the pruner stopped part-way: they ran, and count toward --trials
     bill: Bill = field(default_factory=Bill)  # what the search's runs spent, by stage
+    compile: CompileDecision | None = None  # the recommendation measured eager and compiled, when the space listed modes
+
+    @property
+    def compiled(self) -> str | None:
+        """The compile mode the recommendation trains with: the compile decision's choice, where it was taken on the
+        recommended trial (None: eager)."""
+        rec, decision = self.recommended, self.compile
+        return decision.choice if decision is not None and rec is not None and decision.trial == rec.number else None
 
     @property
     def complete(self) -> int:
@@ -180,6 +189,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         stopped=read_stopped(study),
         failed=failed_trials(study),
         bill=read_bill(study),
+        compile=read_compile(study),
         pruned=sum(measured_pruned(t) for t in study.get_trials(deepcopy=False)),
     )
 

@@ -17,7 +17,7 @@ from speedopt.checkpoint import check_weights_file
 from speedopt.data import DatasetFingerprint
 from speedopt.engines import EngineName
 from speedopt.errors import UsageError
-from speedopt.knobs import Knobs, check_loads
+from speedopt.knobs import Knobs, check_loads, parse_compile
 from speedopt.machine import MachineFingerprint
 from speedopt.quality import Policy
 from speedopt.study._copies import DataCopy, copy_for, one_of
@@ -36,6 +36,7 @@ class StudyProtocol:
     #: Fields a resumed study must match: changing one would mix incomparable measurements.
     MATCHED: ClassVar[tuple[str, ...]] = (
         "data", "engine", "yolov5_dir", "device", "space", "baseline", "steps", "max_steps", "warmup", "quality",
+        "compile_modes",
     )
 
     data: str
@@ -68,6 +69,9 @@ class StudyProtocol:
     prune_margin: float = defaults.PRUNE_MARGIN  # prune a trial running below (1 - this) x the best feasible; 0: never
     stop_at_ceiling: float = defaults.STOP_AT_CEILING  # stop sampling once the best config reaches this share of min(its ceilings); 0: never
     ceiling_rank: RankMode = "auto"  # rank the space by its ceilings before the trials (speedopt.search._rank)
+    #: torch.compile modes decided once at the end, on the recommendation (the space listed them; every trial runs
+    #: eager): :class:`~speedopt.study.record_types.CompileDecision`. Empty: compile is the space's (off, or pinned).
+    compile_modes: tuple[str, ...] = ()
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""
@@ -94,6 +98,9 @@ class StudyProtocol:
         attrs["copies"] = [c.to_dict() for c in self.copies]
         if not self.copies:
             del attrs["copies"]
+        attrs["compile_modes"] = list(self.compile_modes)
+        if not self.compile_modes:
+            del attrs["compile_modes"]
         return attrs
 
     @classmethod
@@ -110,6 +117,7 @@ class StudyProtocol:
         values["quality"] = Policy.from_dict(attrs["quality"])
         values["warm_start"] = WarmStart.from_dict(attrs["warm_start"]) if attrs.get("warm_start") else None
         values["copies"] = tuple(DataCopy.from_dict(c) for c in attrs.get("copies") or ())
+        values["compile_modes"] = tuple(parse_compile(m) for m in attrs.get("compile_modes") or ())
         values["engine"] = one_of(EngineName, attrs.get("engine"), "engine", study_name)
         values["ceiling_rank"] = one_of(RankMode, attrs.get("ceiling_rank", "auto"), "ceiling_rank", study_name)
         return cls(**values)
@@ -118,7 +126,7 @@ class StudyProtocol:
         """Why this protocol may not resume the study with ``existing`` attrs (None if it may)."""
         planned = self.to_attrs()
         for key in self.MATCHED:
-            old, new = existing.get(key, planned[key]), planned[key]
+            old, new = existing.get(key, planned.get(key)), planned.get(key)
             if old == new:
                 continue
             if isinstance(old, dict) and isinstance(new, dict):

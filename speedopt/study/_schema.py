@@ -10,7 +10,7 @@ Study attrs: :data:`SCHEMA`; the protocol, one attr per :class:`~speedopt.study.
 the field's name (the ones read on their own: :data:`DATA`, :data:`DATASET`, :data:`MACHINE`,
 :data:`SPACE`, :data:`TRIALS`, :data:`ABLATE`); the records a search fills (:data:`LABELS`,
 :data:`CEILINGS`, :data:`CEILINGS_FOR`, :data:`RANKING`, :data:`MEMORY_FITS`, :data:`FINALS`,
-:data:`FINALS_PREVIOUS`, :data:`ABLATION`, :data:`STOPPED`) and those a report and verify fill
+:data:`FINALS_PREVIOUS`, :data:`ABLATION`, :data:`COMPILE`, :data:`STOPPED`) and those a report and verify fill
 (:data:`VAL_TIME` + a digest, :data:`REPORT_ARTIFACTS`, :data:`VERIFY`).
 
 Trial attrs: the planned ones a trial is enqueued with (:data:`PLANNED`: :data:`ROLE`, :data:`SOURCE_TRIAL`;
@@ -31,6 +31,7 @@ from speedopt.knobs import shown
 from speedopt.measure import Ceiling, LabelCaches
 from speedopt.study._ablation import Ablation
 from speedopt.study._bill import Bill
+from speedopt.study._compile import CompileDecision
 from speedopt.study._finals import Finals
 from speedopt.study._finite import finite
 from speedopt.study._protocol import StudyProtocol
@@ -61,6 +62,7 @@ FINALS = "finals"  # Finals.to_attr
 BILL = "bill"  # Bill.to_attr: wall seconds per stage, summed over runs and workers
 FINALS_PREVIOUS = "finals_previous"  # [Finals.to_attr]: earlier finals of other finalists (the study grew)
 ABLATION = "ablation"  # Ablation.to_attr
+COMPILE = "compile_decision"  # CompileDecision.to_attr: the recommendation measured eager and compiled
 STOPPED = "stopped"  # why the search stopped before its target (None: it did not, or a resume samples again)
 # Records a report and verify fill.
 VAL_TIME = "val_time:"  # + a digest of the validation's inputs: {status, val_s, val_images, save_s}
@@ -230,6 +232,17 @@ def read_ablation(study: optuna.Study) -> Ablation | None:
 def write_ablation(study: optuna.Study, ablation: Ablation) -> None:
     """Store ``ablation`` (after each measurement: an interrupted ablation resumes)."""
     study.set_user_attr(ABLATION, ablation.to_attr())
+
+
+def read_compile(study: optuna.Study) -> CompileDecision | None:
+    """The compile decision stored in the study (None before any)."""
+    stored = finite(study.user_attrs.get(COMPILE))
+    return None if stored is None else CompileDecision.from_attr(stored)
+
+
+def write_compile(study: optuna.Study, decision: CompileDecision) -> None:
+    """Store ``decision`` (after each measurement: an interrupted decision resumes)."""
+    study.set_user_attr(COMPILE, decision.to_attr())
 
 
 def read_stopped(study: optuna.Study) -> str | None:

@@ -163,8 +163,9 @@ def test_the_same_knobs_from_the_default_space_keep_their_notes(demo_yaml, tmp_p
     assert p.protocol.space.fixed()["workers"] == 0 and any(n.startswith("workers is not searched") for n in p.notes)
 
 
-def test_compile_modes_listed_on_the_cpu_are_searched_and_the_plan_says_what_is_not_offered(demo_yaml, tmp_path):
+def test_compile_modes_listed_on_the_cpu_are_decided_at_the_end_and_the_plan_says_what_is_not_offered(demo_yaml, tmp_path):
     p = plan(_config(demo_yaml, tmp_path, quality="off", space_file=_space_file(tmp_path, "compile: [off, default]\n")))
-    assert p.protocol.space.domains["compile"].values() == ("off", "default")
+    assert p.protocol.space.domains["compile"].values() == ("off",) and p.protocol.compile_modes == ("default",)
+    assert any("decided once at the end" in n for n in p.notes)
     assert any(n.startswith("channels_last is not searched: channels_last is a CUDA-only option") for n in p.notes)
     assert p.protocol.space.fixed()["channels_last"] == "default"
