@@ -366,8 +366,8 @@ KNOBS: Mapping[str, Knob] = _declare(
          memory=("gpu", "ram")),
     Knob("data", _parse_data, signature=6, sides=("data",), memory=("ram",)),
     Knob("gpus", _integer("gpus"), step=1, memory=("gpu",)),
-    Knob("compile", parse_compile, yolo="compile", yolo_value=_yolo_compile, sides=("compute",), memory=("gpu",),
-         at_end=True, option="torch.compile", newer=True),
+    Knob("compile", parse_compile, yolo="compile", yolo_value=_yolo_compile, sides=("compute",),
+         at_end=True, option="torch.compile", newer=True),  # no memory: a memory fit never compiles
     Knob("channels_last", parse_channels_last, yolo="channels_last", yolo_value=_yolo_channels_last, sides=("compute",),
          memory=("gpu",), option="channels_last", cuda_only=True, newer=True),
 )

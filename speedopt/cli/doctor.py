@@ -24,9 +24,10 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check this machine and dataset for what makes training slow or wrong, before any trial",
         description="One line per check, ok / warn / fail, with what was found and what to do: torch's CUDA build "
         "against the NVIDIA driver (training that would quietly fall back to the CPU), the GPUs torch sees and "
-        "CUDA_VISIBLE_DEVICES, the device, CPU cores against the workers the trainers would start, /dev/shm against "
-        "what the loader workers hold (too small: 'DataLoader worker killed by bus error'), and with --data: free "
-        "RAM against cache=ram, the dataset's filesystem (local, network mount, overlay), its measured read speed "
+        "CUDA_VISIBLE_DEVICES, the device, CPU cores against the workers the trainers would start, the CPUs a loader "
+        "worker may run on (the affinity it inherits), /dev/shm against what the loader workers hold (too small: "
+        "'DataLoader worker killed by bus error'), and with --data: free RAM and /dev/shm against cache=ram (a short "
+        "/dev/shm gives each spawned loader worker its own copy of the cache), the dataset's filesystem (local, network mount, overlay), its measured read speed "
         "(sequential and random, a few seconds, page cache dropped first), image size against imgsz (decode waste); "
         "and online logger integrations. --workers, --batch and --imgsz describe the run you have in mind "
         "(default: the trainers' defaults). `speedopt search` runs the fatal checks first.",

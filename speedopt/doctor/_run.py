@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ def diagnose(options: DoctorOptions, on_check: Callable[[Check], None] | None = 
     gpus = 0 if _device_kind(options.device) == "cpu" else max(1, machine.cuda_device_count())
     prefetch = engines.get(options.engine).prefetch_batches
     add(_host.cores(options.knobs, gpus))
+    add(_host.affinity(gpus, _host.allowed_cpus(), os.cpu_count() or 1))
     add(_host.shm(options.knobs, prefetch, options.shm_path))
     for check in _data_checks(options):
         add(check)
@@ -56,10 +58,11 @@ def _device_kind(text: str | None) -> str:
 
 
 def _data_checks(options: DoctorOptions) -> list[Check]:
-    """RAM for cache=ram, the filesystem, read throughput and decode waste: with --data only."""
-    imgsz = options.knobs.imgsz
+    """RAM and /dev/shm for cache=ram, the filesystem, read throughput and decode waste: with --data only (RAM and
+    /dev/shm are reported without it)."""
+    imgsz, shm = options.knobs.imgsz, _host.shm_usage(options.shm_path)
     if options.data is None:
-        return [_host.ram(None, imgsz)]
+        return [_host.ram(None, imgsz), _host.shm_cache(None, options.knobs, shm, options.shm_path)]
     try:
         ds = load(options.data)
     except UsageError as exc:
@@ -71,6 +74,7 @@ def _data_checks(options: DoctorOptions) -> list[Check]:
     return [
         _dataset.dataset(ds, fp),
         _host.ram(ram_cache_need(ds, imgsz), imgsz),
+        _host.shm_cache(ds.ram_cache_bytes(imgsz), options.knobs, shm, options.shm_path),
         _disk.filesystem(folder),
         _disk.read_speed(images, options.read_budget_s),
         _dataset.decode_waste(ds, fp, imgsz),

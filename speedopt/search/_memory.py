@@ -1,9 +1,11 @@
 """Predicting a trial's peak memory before it runs, in the search loop (see :mod:`speedopt.search._memory_model`).
 
 The study keeps one fit per memory signature in its user attrs (:func:`~speedopt.study.schema.write_memory_fits`),
-so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two
-short trials of the real trainer (not study trials), and only where memory could bind (:func:`could_bind`). A fit that cannot be measured (a fitting trial
-ended oom or error) leaves the trial unpredicted: it runs, and its own status says what happened.
+so later trials, resumed runs and other workers reuse it; a signature met for the first time costs two short trials
+of the real trainer (not study trials, never compiled), and only where memory could bind (:func:`could_bind`): on a
+GPU, where the search varies batch or a bound with no trial comes near the GPU's memory. Where no fit runs, or one
+cannot be measured (a fitting trial ended oom or error), the trial runs unpredicted, and its own status says what
+happened (oom).
 """
 
 from __future__ import annotations
@@ -36,11 +38,18 @@ TRAINER_RAM_MB = 4096.0
 
 
 def could_bind(p: StudyProtocol, request: TrialRequest, listing: Dataset) -> bool:
-    """Whether memory could stop this config, so a fit is worth its two short trials: always on a GPU; on the CPU,
-    when twice the RAM cache's estimate plus :data:`TRAINER_RAM_MB` reaches :data:`~speedopt.search._memory_model.LIMIT`
-    of the RAM there is (a demo's cache of a few MB on a machine with GBs free cannot bind: no fit)."""
+    """Whether memory could stop this config, so a fit is worth its two short trials.
+
+    On a GPU: when the search varies batch (the fit says which batches fit), or when the bound with no trial
+    (:func:`~speedopt.search._memory_model.bound`) reaches :data:`~speedopt.search._memory_model.LIMIT` of the GPU's
+    memory (an H200's 139 GB at a fixed batch: no fit; a model that is no built-in scale: a fit). On the CPU: when twice
+    the RAM cache's estimate plus :data:`TRAINER_RAM_MB` reaches that share of the RAM there is (a demo's cache of a few
+    MB on a machine with GBs free cannot bind: no fit)."""
     if memory.kind_of(request.device) == "gpu":
-        return True
+        if "batch" in p.space.sampled():
+            return True
+        bound, available = memory.bound(request.knobs), _available_mb(p, "gpu")
+        return bound is None or available is None or bound.peak_mb >= memory.LIMIT * available
     need_mb = 2 * listing.ram_cache_bytes(request.knobs.imgsz) / 2**20 + TRAINER_RAM_MB  # the full split: the real run caches it all
     available = _available_mb(p, "ram")
     return available is None or need_mb >= memory.LIMIT * available

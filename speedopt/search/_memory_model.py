@@ -10,16 +10,21 @@ running. On the CPU the same machinery predicts peak RAM (with dataloader worker
 the line at the same workers, plus the decoded images the trial caches (the trainers' own estimate,
 without their safety margin), against the RAM available. Each measured trial keeps its prediction, so
 the report shows predicted against measured.
+
+A fit costs two short trials, so it runs only where it can decide something (:func:`speedopt.search._memory.could_bind`):
+on a GPU, where the search varies batch or where :func:`bound`, an upper bound on the peak with no trial, comes near the
+GPU's memory. Fits never compile (:func:`fit_knobs`): compile is decided once, on the winner, at the end of a search.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from speedopt.data import Dataset
-from speedopt.knobs import KNOBS, Knobs
+from speedopt.knobs import COMPILE_OFF, KNOBS, Knobs
 
 LIMIT = 0.90  # a config predicted above this share of the memory is infeasible
 FIT_STEPS = 2  # measured steps of each fitting trial (after one warm-up step)
@@ -40,7 +45,7 @@ _KEY_FORMAT = {"gpu": ("model", "imgsz", "amp", "freeze", "gpus"), "ram": ("mode
 
 def memory_key(knobs: Knobs, device: str) -> str:
     """The knobs peak memory depends on (the registry's :attr:`~speedopt.knobs.Knob.memory`; GPU: model, imgsz, amp,
-    freeze, gpus, compile, channels_last; RAM: model, imgsz, freeze, workers, data)."""
+    freeze, gpus, channels_last; RAM: model, imgsz, freeze, workers, data). Not compile: a fit never compiles."""
     kind = kind_of(device)
     values = knobs.to_dict()
     newer = "".join(f" {k.name}={values[k.name]}" for k in KNOBS.values()
@@ -51,9 +56,9 @@ def memory_key(knobs: Knobs, device: str) -> str:
 
 
 def fit_knobs(knobs: Knobs, device: str, batch: int) -> Knobs:
-    """The knobs of one fitting trial: the signature at ``batch``, no cache (GPU: no workers either)."""
+    """The knobs of one fitting trial: the signature at ``batch``, no cache, never compiled (GPU: no workers either)."""
     workers = 0 if kind_of(device) == "gpu" else knobs.workers
-    return dataclasses.replace(knobs, batch=batch * knobs.gpus, cache="none", workers=workers)
+    return dataclasses.replace(knobs, batch=batch * knobs.gpus, cache="none", workers=workers, compile=COMPILE_OFF)
 
 
 def fit_batches(device: str) -> tuple[int, int]:
@@ -112,6 +117,35 @@ def predict(fit: MemoryFit, knobs: Knobs, images: Dataset | None = None, used: i
         peak += cached
         basis += f" + {cached:.0f} MB of decoded images cached at imgsz={knobs.imgsz}"
     return Prediction(fit.kind, peak, basis)
+
+
+#: What :func:`bound` starts from: the classic YOLOv5 README's batch sizes for COCO at imgsz 640 with AMP, "shown for
+#: V100-16GB" (``train.py --batch-size``): each scale trained at that batch within :data:`PRIOR_CARD_MB`.
+PRIOR_BATCH = {"yolov5n": 128, "yolov5s": 64, "yolov5m": 40, "yolov5l": 24, "yolov5x": 16}
+PRIOR_CARD_MB = 16384.0
+PRIOR_IMGSZ = 640
+#: For what those runs do not hold: the Ultralytics trainer's anchor-free head and its assigner (which grows with the
+#: boxes per image), the allocator's reserve over what is allocated (a trial records ``max_memory_reserved``).
+PRIOR_MARGIN = 2.0
+
+
+def bound(knobs: Knobs) -> Prediction | None:
+    """An upper bound on the peak GPU memory (per GPU) of ``knobs`` with no trial, from :data:`PRIOR_BATCH`; None for a
+    model that is not a built-in scale (only a fit can say).
+
+    At the README's batch B the peak, fixed part c (weights, optimiser, CUDA context) plus s per image, fits 16 GiB.
+    The per-image part grows with the batch per GPU, the pixels and fp32 (x2 without AMP): ratio r. For r >= 1,
+    c + s*B*r <= (c + s*B)*r, so 16 GiB x r bounds the peak; below 1 the whole 16 GiB does. Frozen layers only lower it.
+    """
+    scale = PurePath(knobs.model).stem.lower().removesuffix("u")  # a scale, its .yaml/.pt, Ultralytics' yolov5su.pt
+    if scale not in PRIOR_BATCH:
+        return None
+    per_gpu = knobs.batch / max(1, knobs.gpus)
+    ratio = per_gpu / PRIOR_BATCH[scale] * (knobs.imgsz / PRIOR_IMGSZ) ** 2 * (1 if knobs.amp else 2)
+    peak = PRIOR_MARGIN * PRIOR_CARD_MB * max(1.0, ratio)
+    basis = (f"bound with no trial: {scale} trains batch {PRIOR_BATCH[scale]} at imgsz {PRIOR_IMGSZ} with AMP in 16 GiB "
+             f"(the YOLOv5 README's V100 batch), scaled by {max(1.0, ratio):.2f} and x{PRIOR_MARGIN:g}")
+    return Prediction("gpu", peak, basis)
 
 
 def refusal(prediction: Prediction, available_mb: float) -> str | None:

@@ -12,7 +12,8 @@ from speedopt.knobs import Knobs
 from tests.conftest import run_cli
 
 Part = namedtuple("Part", "device mountpoint fstype opts")
-CHECKS = ["torch", "gpus", "device", "cores", "shm", "dataset", "ram", "filesystem", "read", "decode", "loggers"]
+CHECKS = ["torch", "gpus", "device", "cores", "affinity", "shm", "dataset", "ram", "shm-cache", "filesystem", "read", "decode",
+          "loggers"]
 
 
 def test_every_check_runs_here_without_a_traceback(demo_yaml):
@@ -25,7 +26,8 @@ def test_every_check_runs_here_without_a_traceback(demo_yaml):
     assert "sequential" in read["detail"] and "MB/s" in read["detail"]
     lines = run_cli("doctor", "--data", str(demo_yaml), "--read-seconds", "1")
     assert lines.returncode == 0 and "Traceback" not in lines.stderr
-    assert lines.stdout.splitlines()[-1].startswith("11 checks: 0 failed")
+    assert lines.stdout.splitlines()[-1].startswith("13 checks: 0 failed")
+    assert "ok   affinity: " in lines.stdout and "shm-cache: /dev/shm" in lines.stdout
 
 
 def test_a_missing_dataset_is_a_fail_line_and_exit_1(tmp_path):
@@ -100,3 +102,32 @@ def test_bad_knobs_are_one_line_and_exit_2(bad):
 def test_doctor_help_answers():
     done = run_cli("doctor", "--help")
     assert done.returncode == 0 and "bus error" in done.stdout
+
+
+def test_a_short_dev_shm_costs_each_loader_worker_a_copy_of_the_ram_cache():
+    """Issue 46: Ultralytics shares the RAM cache with spawned workers through /dev/shm; short, each gets a copy."""
+    docker = doctor.ShmUsage(total=64 * 2**20, free=60 * 2**20)  # Docker's default /dev/shm (sizes injected)
+    cache = 3 * 2**30
+    short = doctor.shm_cache(cache, Knobs(workers=8), docker)
+    assert short.level is doctor.Level.WARN and "60 MiB free of 64 MiB" in short.detail and "3.0 GiB" in short.detail
+    assert "its own copy" in short.detail and "24.0 GiB more RAM" in short.detail  # 8 workers x 3 GiB
+    assert "--shm-size=6g" in short.fix and "cache=disk" in short.fix
+    roomy = doctor.ShmUsage(total=32 * 2**30, free=30 * 2**30)
+    assert doctor.shm_cache(cache, Knobs(workers=8), roomy).level is doctor.Level.OK
+    assert doctor.shm_cache(cache, Knobs(workers=0), docker).level is doctor.Level.OK  # no worker, no copy
+    unchecked = doctor.shm_cache(None, Knobs(), docker)  # without --data: only reported
+    assert unchecked.level is doctor.Level.OK and "give --data" in unchecked.detail
+    absent = doctor.shm_cache(cache, Knobs(), None)
+    assert "no /dev/shm here" in absent.detail and "not checked" in absent.detail
+    assert absent.to_dict()["check"] == "shm-cache"
+
+
+def test_a_loader_worker_confined_to_fewer_cpus_is_a_warning():
+    """Issue 46: a loader worker inherits the parent's affinity (the CPU sets injected)."""
+    pinned = doctor.affinity(1, frozenset({0, 1, 2, 3, 8}), 16)
+    assert pinned.level is doctor.Level.WARN and "5 of 16 CPUs (0-3,8)" in pinned.detail and "time-share" in pinned.detail
+    assert "workers=5" in pinned.fix and "taskset" in pinned.fix
+    assert "workers=2" in doctor.affinity(2, frozenset(range(4)), 16).fix  # per GPU: each rank starts its own workers
+    assert doctor.affinity(1, frozenset(range(16)), 16).level is doctor.Level.OK
+    unknown = doctor.affinity(1, None, 16)  # macOS, Windows: no os.sched_getaffinity
+    assert unknown.level is doctor.Level.OK and "sched_getaffinity does not exist" in unknown.detail
