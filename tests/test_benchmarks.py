@@ -73,17 +73,89 @@ def test_replay_replays_the_search_against_its_stored_tables():
     assert len(shares) == len(costs) == 2 and all(0 <= int(s) <= 100 for s in shares) and all(float(c) > 0 for c in costs)
 
 
+GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
+GPU_TESTS = ROOT / "tests" / "gpu"
+#: Issue 46: the GPU check fits a 15-minute device slot in 8 minutes, and no GPU test takes over 90 s.
+GPU_CHECK_BUDGET_S = 480
+GPU_TEST_LIMIT_S = 90
+
+
+def _shell_value(script: str, name: str) -> str:
+    return figure(rf"^{name}=(\S+)", script).group(1)
+
+
 def test_the_gpu_checks_search_space_is_one_the_plan_accepts_with_quality_off(tmp_path):
     """gpu_check.sh runs on a lent GPU only, where a refused space costs the device's time: its space file must
-    parse, and under its --quality off it may list several values of no accuracy knob (the plan refuses those)."""
+    parse, and under its --quality off it may list several values of no accuracy knob (the plan refuses those).
+    It lists no compile mode: a search decides compile once at its end, a cold compile that its limit leaves no
+    room for (tests/gpu covers it)."""
     from speedopt.quality import ACCURACY_KNOBS
     from speedopt.search._space import load_file
 
-    script = (Path(__file__).parent.parent / "benchmarks" / "gpu_check.sh").read_text()
-    printed = re.search(r"printf '([^']*)' > \"\$OUT/space.yaml\"", script)
+    script = GPU_CHECK.read_text()
+    printed = re.search(r"printf '([^']*)' > \"\$MORE/space.yaml\"", script)
     assert printed is not None and "--quality off" in script
     space = tmp_path / "space.yaml"
     space.write_text(printed.group(1).encode().decode("unicode_escape"))
     domains = load_file(str(space))
-    assert {"compile", "channels_last"} <= set(domains)
+    assert {"workers", "cache"} <= set(domains) and "compile" not in domains
     assert not [k for k in ACCURACY_KNOBS if k in domains and len(domains[k].values()) > 1]
+
+
+def test_the_gpu_check_states_its_8_minute_budget_and_its_step_limits_fit_in_it():
+    """Read, not run: the stated budget, each step's limit (all of them used, in order) and the install margin
+    within it; the tier in one pytest process (no xdist), not stopping at its first failure, each test limited."""
+    script = GPU_CHECK.read_text()
+    budget, margin, grace = (int(_shell_value(script, n)) for n in ("BUDGET_S", "INSTALL_MARGIN_S", "GRACE_S"))
+    limits = {k: int(v) for k, v in re.findall(r"\[([\w-]+)\]=(\d+)", figure(r"^declare -A LIMIT=\((.*)\)$", script).group(1))}
+    order = figure(r"^ORDER=\((.*)\)$", script).group(1).split()
+    run = re.findall(r"^(?:if ! )?step ([\w-]+) ", script, re.MULTILINE)
+    assert budget == GPU_CHECK_BUDGET_S and margin > 0
+    assert sum(limits.values()) + margin <= budget, (limits, margin)
+    assert run == order and sorted(order) == sorted(limits) and all(limit > grace for limit in limits.values())
+    tier = figure(r"^step gpu-tier (.*)$", script).group(1)
+    assert "-m pytest tests/gpu" in tier and "-p no:xdist" in tier
+    assert not re.search(r"\s(-n|--numprocesses)[ =]?(?!0\b)\S", tier) and not re.search(r"\s(-x|--exitfirst)\b", tier)
+    assert '--timeout "$TEST_LIMIT_S"' in tier and int(_shell_value(script, "TEST_LIMIT_S")) <= GPU_TEST_LIMIT_S
+
+
+def _limits_in(path: Path) -> list[tuple[str, float]]:
+    """Every time limit a test file states: ``timeout=`` keywords, ``pytest.mark.timeout(N)``, the value after a
+    ``--timeout`` or ``--trial-timeout`` flag (module constants resolved), and ``GPU_TEST_LIMIT_S = N``."""
+    import ast
+    import itertools
+
+    tree = ast.parse(path.read_text())
+    names = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+             for t in n.targets if isinstance(t, ast.Name)}
+
+    def value(node: ast.AST) -> object:
+        return node.value if isinstance(node, ast.Constant) else names.get(node.id) if isinstance(node, ast.Name) else None
+
+    found = [(n, float(v)) for n, v in names.items() if n == "GPU_TEST_LIMIT_S"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            found += [(f"timeout={value(k.value)}", float(value(k.value))) for k in node.keywords if k.arg == "timeout"]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "timeout" and node.args:
+                found.append(("mark.timeout", float(value(node.args[0]))))
+        if isinstance(node, (ast.List, ast.Tuple, ast.Call)):
+            items = node.args if isinstance(node, ast.Call) else node.elts
+            for flag, limit in itertools.pairwise(items):
+                if value(flag) in ("--timeout", "--trial-timeout"):
+                    found.append((str(value(flag)), float(value(limit))))
+    return found
+
+
+def test_every_gpu_test_has_a_limit_of_at_most_90_s_and_the_oom_test_runs_last():
+    """The tier's one process runs each test under conftest's GPU_TEST_LIMIT_S (pytest-timeout), and no limit a
+    test states is longer; the OOM test, which fills the GPU, is the file's last, so nothing runs behind it."""
+    import ast
+
+    conftest = dict(_limits_in(GPU_TESTS / "conftest.py"))
+    assert conftest["GPU_TEST_LIMIT_S"] == conftest["mark.timeout"] <= GPU_TEST_LIMIT_S, conftest
+    for path in sorted(GPU_TESTS.glob("test_*.py")):
+        limits = _limits_in(path)
+        assert limits and all(0 < limit <= GPU_TEST_LIMIT_S for _, limit in limits), (path.name, limits)
+    tests = [n.name for n in ast.parse((GPU_TESTS / "test_gpu.py").read_text()).body
+             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+    assert "oom" in tests[-1] and not [t for t in tests[:-1] if "oom" in t], tests
