@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from speedopt.reporting._recommended import honoured_section
+from speedopt.knobs import Knobs
+from speedopt.reporting._recommended import gives_up, honoured_section
 
 
 def _rows(engine: str, device: str) -> dict[str, str]:
@@ -32,3 +33,11 @@ def test_the_classic_trainer_honours_neither_newer_knob(device):
     assert "| no | always default: the yolov5 trainer has no channels_last option" in rows["channels_last"]
     assert "| no | always on: the yolov5 trainer has no deterministic option" in rows["deterministic"]
     assert "a trial ended" not in rows["batch"]  # the classic engine declares no silent rules: its checks are inline
+
+
+def test_the_report_says_what_turning_deterministic_off_gives_up_only_when_the_recommendation_does():
+    off, on = Knobs(deterministic=False), Knobs()
+    said = gives_up(on, off)
+    assert said[0].startswith("deterministic=off: runs with the same seed are no longer bit-identical")
+    assert "expected accuracy is unchanged" in said[0]
+    assert gives_up(on, on) == [] and gives_up(off, off) == []  # kept on, or already off in the user's own run
