@@ -284,6 +284,7 @@ def speedopt_trial(
         *(["--gpus", str(knobs.gpus)] if knobs.gpus > 1 else []),
         *(["--compile", knobs.compile] if knobs.compile != COMPILE_OFF else []),
         *(["--channels-last", knobs.channels_last] if knobs.channels_last != "default" else []),
+        *(["--deterministic", "off"] if not knobs.deterministic else []),
         "--device",
         device,
         "--steps",

@@ -76,6 +76,9 @@ class Knobs:
     gpus: int = 1  # DDP ranks on one node; batch stays the total across them, as both trainers read it
     compile: str = COMPILE_OFF  # torch.compile mode, or "off"; a one-time cost per run, measured apart (issue 31)
     channels_last: ChannelsLast = "default"  # the model's memory format on CUDA; "default": the trainer's choice
+    #: deterministic algorithms (torch.use_deterministic_algorithms, deterministic cuDNN): run-to-run reproducibility,
+    #: not expected accuracy; off lets torch pick non-deterministic kernels (issue 46)
+    deterministic: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able form, the one stored in results and study attrs."""
@@ -154,6 +157,8 @@ def validate(knobs: Knobs) -> tuple[Knobs, list[str]]:
         raise UsageError(f"amp must be on, off (fp32) or bf16, got {shown(knobs.amp)}")
     if knobs.channels_last not in CHANNELS_LAST:
         raise UsageError(f"channels_last must be one of {', '.join(CHANNELS_LAST)}, got {shown(knobs.channels_last)}")
+    if not isinstance(knobs.deterministic, bool):
+        raise UsageError(f"deterministic must be on or off, got {shown(knobs.deterministic)}")
     if not isinstance(knobs.compile, str) or not _MODE.fullmatch(knobs.compile):
         raise UsageError(f"compile must be off or a torch.compile mode like default, got {shown(knobs.compile)}")
     if knobs.cache not in CACHE_MODES:
@@ -210,6 +215,16 @@ def parse_channels_last(value: Any) -> ChannelsLast:
         return "on" if (value if isinstance(value, bool) else parse_bool(str(value))) else "off"
     except UsageError:
         raise UsageError(f"channels_last must be default, on or off, got {shown(value)}") from None
+
+
+def parse_deterministic(value: Any) -> bool:
+    """deterministic: on or off (the trainer's True/False)."""
+    if isinstance(value, bool):
+        return value
+    try:
+        return parse_bool(str(value))
+    except UsageError:
+        raise UsageError(f"deterministic must be on or off, got {shown(value)}") from None
 
 
 def amp_text(amp: Precision) -> str:
@@ -370,6 +385,9 @@ KNOBS: Mapping[str, Knob] = _declare(
          at_end=True, option="torch.compile", newer=True),  # no memory: a memory fit never compiles
     Knob("channels_last", parse_channels_last, yolo="channels_last", yolo_value=_yolo_channels_last, sides=("compute",),
          memory=("gpu",), option="channels_last", cuda_only=True, newer=True),
+    # Not CUDA-only: torch.use_deterministic_algorithms acts on the CPU too (a few ops), though it is a GPU lever.
+    Knob("deterministic", parse_deterministic, yolo="deterministic", sides=("compute",), option="deterministic",
+         newer=True),
 )
 KNOB_NAMES = tuple(KNOBS)
 

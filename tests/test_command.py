@@ -16,7 +16,7 @@ CONFIGS = [
     Knobs(model="yolov5n", imgsz=320, batch=8, workers=0, cache="ram", amp=False, freeze=10),
     Knobs(model="yolov5x", imgsz=1280, batch=64, workers=16, cache="disk", amp=True, freeze=3),
     Knobs(model="/data/my weights/best.pt", imgsz=640, batch=16, workers=8, cache="none", amp=True, freeze=0),
-    Knobs(model="yolov5s", amp="bf16", compile="default", channels_last="off"),
+    Knobs(model="yolov5s", amp="bf16", compile="default", channels_last="off", deterministic=False),
     Knobs(model="yolov5m", compile="max-autotune-no-cudagraphs", channels_last="on"),
 ]
 
@@ -147,8 +147,10 @@ def test_speedopt_trial_names_the_engine():
 
 def test_the_newer_knobs_are_written_only_where_set_in_the_trainers_spelling():
     plain = command.yolo_train("d.yaml", Knobs())
-    assert "compile" not in plain and "channels_last" not in plain  # an older trainer still reads the command
-    words = shlex.split(command.yolo_train("d.yaml", Knobs(amp="bf16", compile="default", channels_last="off")))
-    assert {"amp=bf16", "compile=True", "channels_last=False"} <= set(words)
+    assert not {"compile", "channels_last", "deterministic"} & {w.split("=")[0] for w in shlex.split(plain)}  # older trainers
+    words = shlex.split(command.yolo_train("d.yaml", Knobs(amp="bf16", compile="default", channels_last="off", deterministic=False)))
+    assert {"amp=bf16", "compile=True", "channels_last=False", "deterministic=False"} <= set(words)
     trial = command.speedopt_trial("d.yaml", Knobs(compile="reduce-overhead"), "cpu", 3, 1)
-    assert "--compile reduce-overhead" in trial and "--channels-last" not in trial
+    assert "--compile reduce-overhead" in trial and "--channels-last" not in trial and "--deterministic" not in trial
+    assert "--deterministic off" in command.speedopt_trial("d.yaml", Knobs(deterministic=False), "cpu", 3, 1)
+    assert "deterministic" not in command.train_py("d.yaml", Knobs(deterministic=False), device="0")  # train.py: no flag

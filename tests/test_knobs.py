@@ -89,14 +89,16 @@ def test_the_data_knob_reads_like_the_others_and_shows_only_when_resized():
         ("amp", "bf16", "bf16"), ("amp", "fp16", True), ("amp", "FP32", False), ("amp", True, True), ("amp", "off", False),
         ("compile", False, "off"), ("compile", True, "default"), ("compile", "reduce-overhead", "reduce-overhead"),
         ("compile", "on", "default"), ("channels_last", None, "default"), ("channels_last", True, "on"),
-        ("channels_last", "off", "off"),
+        ("channels_last", "off", "off"), ("deterministic", "off", False), ("deterministic", "True", True),
+        ("deterministic", False, False),
     ],
 )
 def test_the_newer_knobs_read_the_trainers_own_spellings(knob, given, value):
     assert parse_value(knob, given) == value
 
 
-@pytest.mark.parametrize(("knob", "given"), [("amp", "fp8"), ("compile", "Max Autotune!"), ("channels_last", "sideways")])
+@pytest.mark.parametrize(("knob", "given"), [("amp", "fp8"), ("compile", "Max Autotune!"), ("channels_last", "sideways"),
+                                                 ("deterministic", "mostly")])
 def test_a_bad_newer_knob_value_is_one_line(knob, given):
     with pytest.raises(UsageError) as refused:
         parse_value(knob, given)
@@ -104,17 +106,22 @@ def test_a_bad_newer_knob_value_is_one_line(knob, given):
 
 
 def test_the_newer_knobs_default_to_the_trainers_own_defaults_and_show_only_when_set():
-    assert (Knobs().compile, Knobs().channels_last) == ("off", "default")
+    assert (Knobs().compile, Knobs().channels_last, Knobs().deterministic) == ("off", "default", True)
     assert Knobs.from_dict({"model": "yolov5n"}).compile == "off"  # a study stored before them reads as it ran
-    assert "compile" not in knobs_text(Knobs())
+    assert Knobs.from_dict({"model": "yolov5n"}).deterministic is True
+    assert "compile" not in knobs_text(Knobs()) and "deterministic" not in knobs_text(Knobs())
     assert knobs_text(Knobs(amp="bf16", compile="default")).endswith("amp=bf16 freeze=0 compile=default")
+    assert knobs_text(Knobs(deterministic=False)).endswith("freeze=0 deterministic=off")
+    with pytest.raises(UsageError, match="deterministic must be on or off, got 'no'"):
+        validate(Knobs(deterministic="no"))  # type: ignore[arg-type]  # a stored or API value is checked too
 
 
 # The registry: each knob declared once, and every list of knobs read from it.
 
 #: A value other than the default for every knob: a knob added to the registry needs one here.
 CHANGED = {"model": "yolov5n", "imgsz": 320, "batch": 8, "workers": 2, "cache": "ram", "amp": False, "freeze": 3,
-           "data": "resized", "gpus": 2, "compile": "default", "channels_last": "on"}
+           "data": "resized", "gpus": 2, "compile": "default", "channels_last": "on",
+           "deterministic": False}
 
 
 def test_the_registry_declares_every_knob_once_in_field_order_with_the_fields_defaults():
@@ -179,7 +186,7 @@ def test_engines_fix_the_optional_knobs_they_do_not_honour():
     from speedopt import engines
 
     optional = set(knob_names(lambda k: k.option))
-    assert optional == {"compile", "channels_last"}
+    assert optional == {"compile", "channels_last", "deterministic"}
     for name in ("ultralytics", "yolov5", "standin"):
         engine = engines.get(name)
         assert engine.honours <= optional
@@ -187,6 +194,8 @@ def test_engines_fix_the_optional_knobs_they_do_not_honour():
         assert {k for k in optional if k in fixed} == optional - engine.honours
         assert all(fixed[k][0] == KNOBS[k].default for k in optional - engine.honours)
         assert "channels_last" in engine.fixed_knobs("cpu")  # CUDA-only: fixed on the CPU by every engine
+    assert "deterministic" not in engines.get("ultralytics").fixed_knobs("cpu")  # it acts on the CPU too
+    assert engines.get("yolov5").fixed_knobs("cpu")["deterministic"] == (True, "the yolov5 trainer has no deterministic option")
 
 
 def test_the_yolo_dialect_writes_every_knob_the_registry_spells():
@@ -194,7 +203,8 @@ def test_the_yolo_dialect_writes_every_knob_the_registry_spells():
 
     knobs = Knobs(**{**CHANGED, "gpus": 1, "data": "original"})
     assert set(yolo_args(knobs)) == {k.yolo for k in KNOBS.values() if k.yolo and k.name != "model"}
-    assert "compile" not in yolo_args(Knobs()) and "channels_last" not in yolo_args(Knobs())  # newer keys only where set
+    assert not {"compile", "channels_last", "deterministic"} & set(yolo_args(Knobs()))  # newer keys only where set
+    assert yolo_args(Knobs(deterministic=False))["deterministic"] is False
     assert parse_yolo_train(yolo_train("d.yaml", knobs)).knobs == knobs
     assert parse_python_train(python_train("d.yaml", knobs)).knobs == knobs
 
@@ -203,7 +213,8 @@ def test_the_yolo_dialect_writes_every_knob_the_registry_spells():
 def test_the_classic_dialect_writes_each_knob_under_the_registrys_flag():
     from speedopt.command import parse_train_py, train_py
 
-    knobs = Knobs(**{**CHANGED, "gpus": 1, "data": "original", "compile": "off", "channels_last": "default", "amp": True})
+    knobs = Knobs(**{**CHANGED, "gpus": 1, "data": "original", "compile": "off", "channels_last": "default", "amp": True,
+                       "deterministic": True})  # train.py has no flag for these
     words = train_py("d.yaml", knobs, device="0").split()
     for k in KNOBS.values():
         if k.train_py:

@@ -21,6 +21,7 @@ from speedopt.knobs import (
     parse_amp,
     parse_channels_last,
     parse_compile,
+    parse_deterministic,
     shown,
 )
 from speedopt.measure import TrialOptions
@@ -174,6 +175,11 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
         "--channels-last", default="default", choices=("default", "on", "off"),
         help="the model's memory format on CUDA (Ultralytics only); default: the trainer's choice (on for CUDA)",
     )
+    parser.add_argument(
+        "--deterministic", default="on", choices=("on", "off"),
+        help="deterministic algorithms (Ultralytics only; the classic train.py always runs on): on (default); off "
+        "gives up bit-identical reruns with the same seed, not expected accuracy",
+    )
     parser.add_argument("--freeze", type=integer(0, MAX_FREEZE), default=0, help="freeze the first N layers (default 0)")
 
 
@@ -182,7 +188,7 @@ def knobs_of(args: argparse.Namespace) -> Knobs:
     return Knobs(
         model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
         amp=parse_amp(args.amp) if args.amp else True, freeze=args.freeze, compile=args.compile,
-        channels_last=parse_channels_last(args.channels_last),
+        channels_last=parse_channels_last(args.channels_last), deterministic=parse_deterministic(args.deterministic),
     )
 
 

@@ -3,12 +3,13 @@
 Trainers change a run without failing it. Ultralytics halves the batch after an out-of-memory error in the
 first epoch (up to three times, since 8.4.13), falls back to no cache when a RAM or disk cache fails its
 space check, turns AMP off when its AMP check fails, trains eager when its compile pre-check finds no
-inductor backend, and ignores channels_last off CUDA. Classic ``train.py`` caps the batch at the train
-set and floors imgsz. A trial that ran such a change measured another config than the one asked: crediting
-the request with that speed would be a lie. So each engine reads the knobs back from its trainer after
-set-up and after the first steps (its ``knobs_as_run``), and :func:`silent_changes` compares them with the
-request. Every change is one :class:`SilentChange` with the trial status it makes (``oom`` for a batch the
-trainer shrank, ``infeasible`` for the rest), and :func:`reject` ends the trial with the first one.
+inductor backend, ignores channels_last off CUDA, and sets deterministic algorithms only on torch 2.0 or
+newer. Classic ``train.py`` caps the batch at the train set and floors imgsz. A trial that ran such a
+change measured another config than the one asked: crediting the request with that speed would be a lie.
+So each engine reads the knobs back from its trainer after set-up and after the first steps (its
+``knobs_as_run``), and :func:`silent_changes` compares them with the request. Every change is one
+:class:`SilentChange` with the trial status it makes (``oom`` for a batch the trainer shrank, ``infeasible``
+for the rest), and :func:`reject` ends the trial with the first one.
 
 Workers are not in the set: both trainers cap them by rule (the CPU cores, the batches per epoch; 0 on the
 CPU for ``yolo``), and the engines fix or note them (:meth:`~speedopt.engines.Engine.fixed_knobs`).
@@ -26,7 +27,7 @@ from speedopt.status import Status, TrialRejected
 #: The knobs a trainer may change silently, and the status a trial that ran the change gets.
 WATCHED: Mapping[str, Status] = {
     "batch": Status.OOM,
-    **dict.fromkeys(("cache", "amp", "imgsz", "compile", "channels_last"), Status.INFEASIBLE),
+    **dict.fromkeys(("cache", "amp", "imgsz", "compile", "channels_last", "deterministic"), Status.INFEASIBLE),
 }
 #: Asked values that leave the choice to the trainer: whatever it runs is what was asked (recorded as run).
 DEFERRED: Mapping[str, object] = {"channels_last": "default"}

@@ -133,7 +133,7 @@ class UltralyticsEngine(Engine):
     def version(self) -> str | None:
         return package_version("ultralytics")
 
-    honours = frozenset({"compile", "channels_last"})
+    honours = frozenset({"compile", "channels_last", "deterministic"})
 
     def fixed_knobs(self, device: str) -> dict[str, tuple[Any, str]]:
         fixed = super().fixed_knobs(device)
@@ -240,7 +240,8 @@ class UltralyticsEngine(Engine):
             seen["im_files"] = list(dataset.im_files)
             seen["as_run"] = as_run = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
-            reject(silent_changes(knobs, as_run, _SILENT_RULES, ("cache", "amp", "imgsz", "compile", "channels_last")))
+            reject(silent_changes(knobs, as_run, _SILENT_RULES, ("cache", "amp", "imgsz", "compile", "channels_last",
+                                                                 "deterministic")))
             _ceiling_mode(trainer, run.mode, clock)
 
         def batch_start(trainer: Any) -> None:  # the batch is read again at every step: OOM halving comes later
@@ -321,6 +322,7 @@ _SILENT_RULES = {
         "compile": "its attempt_compile found no working inductor backend (a C++ compiler on the CPU, Triton on CUDA) "
         "and trains the eager model",
         "channels_last": "channels_last is CUDA-only: the trainer ignores it on other devices",
+        "deterministic": "its init_seeds sets torch's deterministic algorithms only on torch 2.0 or newer",
 }
 
 
@@ -357,6 +359,7 @@ def _train_overrides(run: TrainRun) -> dict[str, Any]:
         "amp": knobs.amp,
         "compile": False if knobs.compile == COMPILE_OFF else knobs.compile,
         "channels_last": None if knobs.channels_last == "default" else knobs.channels_last == "on",
+        "deterministic": knobs.deterministic,
         "freeze": knobs.freeze or None,
         "device": run.device,
         "epochs": run.epochs,
@@ -395,6 +398,9 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "fraction": run.fraction,
 
         "seed": run.seed,
+        # Always on in a probe, whatever the knob: the judge compares candidate and baseline seed by seed, and a
+        # paired difference means something only when each run is reproducible; the knob is outside the accuracy
+        # signature, so no probe is ever asked for it.
         "deterministic": True,
         "project": str(run.workdir),
         "name": "probe",
@@ -429,7 +435,16 @@ def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:
         data=asked.data,  # which data.yaml the trainer got; images_read() reports what it read
         compile=asked.compile if hasattr(trainer.model, "_orig_mod") else COMPILE_OFF,  # torch.compile's wrapper
         channels_last=_channels_last(trainer, model, asked),
+        deterministic=_deterministic_as_run(),
     )
+
+
+def _deterministic_as_run() -> bool:
+    """Whether torch runs deterministic algorithms, as the trainer's init_seeds left it (its own global state:
+    the trainer sets it in its constructor and unsets it when its train() ends, so this is read in between)."""
+    import torch
+
+    return bool(torch.are_deterministic_algorithms_enabled())
 
 
 def _channels_last(trainer: Any, model: Any, asked: Knobs) -> ChannelsLast:

@@ -4,7 +4,7 @@ command honours on the study's device."""
 from __future__ import annotations
 
 from speedopt import engines
-from speedopt.knobs import KNOB_NAMES, value_text
+from speedopt.knobs import KNOB_NAMES, Knobs, value_text
 from speedopt.reporting._recommend import Recommendation
 from speedopt.reporting._text import cell
 from speedopt.study import StudyProtocol
@@ -28,6 +28,7 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
     problems = rec.problems()
     lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])
+    lines += gives_up(rec.protocol.baseline, rec.knobs)
 
     gpus = rec.protocol.machine.gpus
     searched = max(rec.protocol.space.domains["gpus"].values()) > 1 if "gpus" in rec.protocol.space.domains else False
@@ -36,6 +37,19 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += [f"On all {len(gpus)} GPUs (DDP; not measured by this study):", "", "```bash",
                   rec.command(epochs, device=every), "```", ""]
     return lines
+
+
+#: What turning ``deterministic`` off gives up (issue 46): run-to-run reproducibility, not expected accuracy. The
+#: Ultralytics trainer then unsets torch's deterministic algorithms and deterministic cuDNN (it does not turn
+#: cudnn.benchmark on).
+DETERMINISTIC_OFF = ("deterministic=off: runs with the same seed are no longer bit-identical (torch and cuDNN may pick "
+                     "non-deterministic, faster kernels); expected accuracy is unchanged")
+
+
+def gives_up(baseline: Knobs, knobs: Knobs) -> list[str]:
+    """The report's sentence on what the recommended ``knobs`` give up that the ``baseline`` kept: only where the
+    recommendation turns deterministic off."""
+    return [DETERMINISTIC_OFF + ".", ""] if baseline.deterministic and not knobs.deterministic else []
 
 
 def honoured_section(p: StudyProtocol) -> list[str]:

@@ -65,6 +65,7 @@ def default_space(
             # --space there, decided by default on a GPU only.
             "compile": Domain(choices=(COMPILE_OFF, "default") if cuda else (COMPILE_OFF,)),
             "channels_last": Domain(choices=("default", "off") if cuda else ("default",)),
+            "deterministic": Domain(choices=(True, False) if cuda else (True,)),
         }
     )
 

@@ -35,9 +35,11 @@ def test_the_knobs_table_for_each_engine_and_device_kind(engine, device):
     if engine == "ultralytics":
         assert "compile" not in fixed and "default" in eng.accepted(device)["compile"][0]
         assert fixed["channels_last"] == ("default", "channels_last is a CUDA-only option: the trainer ignores it on the CPU")
+        assert "deterministic" not in fixed  # torch's deterministic mode acts on the CPU too
     else:
         assert fixed["compile"] == ("off", f"the {eng.name} trainer has no torch.compile option")
         assert fixed["channels_last"][0] == "default" and "no channels_last option" in fixed["channels_last"][1]
+        assert fixed["deterministic"] == (True, f"the {eng.name} trainer has no deterministic option")  # train.py: always on
         assert eng.accepted(device) == {}
 
 

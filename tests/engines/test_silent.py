@@ -52,6 +52,14 @@ def _trainer(
     )
 
 
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    """torch's deterministic mode on, as the trainer's init_seeds leaves it by default (read back as run)."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
 def _changes(trainer: SimpleNamespace) -> list:
     return silent_changes(ASKED, _knobs_as_run(trainer, ASKED), _SILENT_RULES)
 
@@ -110,6 +118,15 @@ def test_a_newer_knob_the_trainer_dropped_is_infeasible(trainer, asked, knob, wh
     wanted = dataclasses.replace(ASKED, **asked)
     changes = silent_changes(wanted, _knobs_as_run(trainer, wanted), _SILENT_RULES)
     assert [(c.knob, c.status) for c in changes] == [(knob, Status.INFEASIBLE)] and why in changes[0].text()
+
+
+def test_deterministic_is_read_back_from_torch_as_the_trainer_left_it():
+    torch.use_deterministic_algorithms(False)  # what init_seeds(deterministic=False) leaves
+    off = dataclasses.replace(ASKED, deterministic=False)
+    assert _knobs_as_run(_trainer(), off) == off
+    changes = silent_changes(ASKED, _knobs_as_run(_trainer(), ASKED), _SILENT_RULES)  # asked on, torch runs off
+    assert [(c.knob, c.status) for c in changes] == [("deterministic", Status.INFEASIBLE)]
+    assert "torch 2.0 or newer" in changes[0].text()
 
 
 def test_channels_last_default_is_recorded_as_the_trainer_ran_it_on_cuda():

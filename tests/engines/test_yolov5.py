@@ -53,7 +53,8 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, warm_yo
     # The job forks from the module's warm worker, as a search's do; a cold classic trial's real entry point is
     # tests/faults/test_trial_faults.py's (a window longer than an epoch).
     before = _tree(demo_yaml.parent)
-    done = run_cli("trial", "--data", str(demo_yaml), *TINY, *CLASSIC, "--workers", "2", "--amp", "on", "--json", cwd=tmp_path, process=False)
+    done = run_cli("trial", "--data", str(demo_yaml), *TINY, *CLASSIC, "--workers", "2", "--amp", "on", "--deterministic", "off", "--json",
+                   cwd=tmp_path, process=False)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "ok", result
@@ -64,8 +65,10 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, warm_yo
     assert result["peak_gpu_mem_mb"] is None and result["gpu_util_mean"] is None
     # Read back from train.py's own loader and model: 2 workers (2 <= cores and <= batch), imgsz, batch.
     assert result["config"] == {"model": "yolov5n", "imgsz": 128, "batch": 4, "workers": 2, "cache": "none", "amp": False, "freeze": 0, "data": "original", "gpus": 1,
-                                "compile": "off", "channels_last": "default"}  # the classic trainer has neither option
+                                "compile": "off", "channels_last": "default", "deterministic": True}  # the classic trainer has none of these options
     assert any(n.startswith("amp=off: the classic train.py has no AMP switch") for n in result["notes"])
+    assert result["requested"]["deterministic"] is False  # train.py always seeds deterministic: fixed, with the reason
+    assert any(n.startswith("deterministic=on: the yolov5 trainer has no deterministic option") for n in result["notes"])
     # the longest warm-up (1 + 3 x 4 prefetched batches of 2 workers) and window (9) need more than all 48 images
     assert result["images_used"] == 48 and result["images_total"] == 48
     assert result["warmup"] >= 4 and 3 <= result["steps"] <= 9

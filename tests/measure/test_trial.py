@@ -26,7 +26,8 @@ def _tiny(**change):
 @pytest.mark.slow
 def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     before = _tree(demo_yaml.parent)
-    done = run_cli("trial", "--data", str(demo_yaml), *TINY, "--workers", "2", "--amp", "on", "--json", cwd=tmp_path)
+    done = run_cli("trial", "--data", str(demo_yaml), *TINY, "--workers", "2", "--amp", "on", "--deterministic", "off", "--json",
+                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "ok", result
@@ -40,6 +41,8 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     assert result["device"] == "cpu"
     assert result["config"]["amp"] is False and any("AMP needs CUDA" in n for n in result["notes"])
     assert result["config"]["imgsz"] == 128 and result["config"]["batch"] == 4
+    # asked off, and run off: read back from torch's own state as the trainer's init_seeds left it
+    assert result["requested"]["deterministic"] is False and result["config"]["deterministic"] is False
     # enough images for the longest window: 1 warm-up + 9 (3 x --steps) batches of 4 (no workers on CPU: no queue)
     assert result["images_used"] == 40 and result["images_total"] == 48
     assert 3 <= result["steps"] <= 9 and result["max_steps"] == 9 and result["warmup"] == 1
@@ -80,6 +83,7 @@ def test_freeze_and_imgsz_are_read_back_from_the_trainer(demo_yaml, warm_ultraly
     result = measure.run_trial(request)
     assert result.status is Status.OK, result.message
     assert result.config.freeze == 3 and result.config.imgsz == 128
+    assert result.config.deterministic is True  # the trainer's default, read back from torch's state as it ran
 
 
 @pytest.mark.slow

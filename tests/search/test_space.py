@@ -16,6 +16,7 @@ def test_default_adapts_to_the_machine():
     assert gpu.domains["amp"].values() == (True, False, "bf16")  # the engine leaves bf16 out where its GPU lacks it
     assert gpu.domains["compile"].values() == ("off", "default") and cpu.domains["compile"].values() == ("off",)
     assert gpu.domains["channels_last"].values() == ("default", "off") and cpu.domains["channels_last"].values() == ("default",)
+    assert gpu.domains["deterministic"].values() == (True, False) and cpu.domains["deterministic"].values() == (True,)
     assert max(gpu.domains["batch"].values()) == 256 and max(gpu.domains["workers"].values()) == 16
 
 
@@ -27,6 +28,8 @@ def test_space_file_and_fix(tmp_path):
     assert domains["imgsz"].values() == (320, 384, 448, 512, 576, 640)
     assert domains["cache"].values() == ("none", "ram")
     assert domains["model"].values() == ("yolov5n",)
+    f.write_text("deterministic: [on, off]\n")
+    assert space.load_file(str(f))["deterministic"].values() == (True, False)
     assert space.parse_fix(["amp=off", "workers=4"]) == {
         "amp": Domain(choices=(False,)),
         "workers": Domain(choices=(4,)),
