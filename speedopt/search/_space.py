@@ -43,7 +43,7 @@ def default_space(
     imgsz from half the baseline's up to it (larger images are never faster); batch by powers of two
     (smaller ones on a CPU, where memory bandwidth, not occupancy, limits); freeze 0..10 (the YOLOv5
     backbone); gpus 1, 2, 4 ... up to the GPUs ``--device`` lists (``gpu_pool``); on a GPU also amp=bf16,
-    compile off/default and channels_last default/off (the engine's :meth:`~speedopt.engines.Engine.accepted`
+    compile off/default (decided at the end: :func:`decide_at_end`), channels_last default/off and deterministic on/off (the engine's :meth:`~speedopt.engines.Engine.accepted`
     and fixed knobs then drop what its trainer cannot run).
     """
     top = max(baseline.imgsz, 2 * STRIDE)
