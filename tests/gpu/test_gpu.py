@@ -32,6 +32,13 @@ def test_nvml_telemetry_is_measured_and_plausible(demo_yaml):
     result = _trial(demo_yaml, "--device", "0", "--batch", "16")
     assert result["status"] == "ok"
     assert 0 <= result["gpu_util_mean"] <= 100 and result["peak_gpu_mem_mb"] > 50
+    # the absolute yardstick beside NVML's busy share: the share of the card's dense fp16 peak (AMP on), where the table
+    # lists the card, or why not
+    assert result["gflops_per_image"] > 0
+    if result["peak_share"] is not None:
+        assert 0 < result["peak_share"] < 1 and result["peak_precision"] == "fp16" and "dense fp16 peak" in result["peak_basis"]
+    else:
+        assert result["peak_basis"].startswith("peak unknown: "), result["peak_basis"]
 
 
 def test_a_batch_that_cannot_fit_is_oom_and_the_search_goes_on(demo_yaml, tmp_path):
