@@ -25,6 +25,7 @@ from speedopt.knobs import Precision
 PeakPrecision = Literal["fp32", "tf32", "fp16", "bf16"]
 BACKWARD_FACTOR = 3.0  # a trained image: its forward, and a backward of about twice the forward
 CPU_UNKNOWN = "peak unknown on a CPU"
+ESTIMATE = f"estimate: {BACKWARD_FACTOR:g} x the forward FLOPs, the trainer's count"  # the basis, wherever a share is printed
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def trained_gflops(forward_gflops: float | None, how: str, freeze: int) -> tuple
     """GFLOPs per trained image from the trainer's forward count, with its basis (or why there is none)."""
     if not forward_gflops or forward_gflops <= 0:
         return None, f"not counted: {how}" if how else "not counted"
-    basis = f"estimate: {BACKWARD_FACTOR:g} x the forward FLOPs, the trainer's count ({how})"
+    basis = f"{ESTIMATE} ({how})"
     if freeze:
         basis += f"; freeze={freeze}: the frozen layers skip their backward, so this is an upper bound"
     return BACKWARD_FACTOR * forward_gflops, basis

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speedopt.knobs import Knobs
-from speedopt.measure._peak import CPU_UNKNOWN, percent
+from speedopt.measure._peak import CPU_UNKNOWN, ESTIMATE, percent
 from speedopt.status import Status
 
 
@@ -86,6 +86,14 @@ class TrialResult:
     def peak_percent(self) -> str | None:
         """The share of the device's peak as printed (3.1%), or None where the peak is unknown."""
         return None if self.peak_share is None else percent(self.peak_share)
+
+    @property
+    def peak_estimate(self) -> str:
+        """The share of the peak as a phrase with its basis: "2.1% of its bf16 peak (estimate: 3 x the forward FLOPs,
+        the trainer's count)"; "" where the peak is unknown."""
+        if self.peak_share is None:
+            return ""
+        return f"{percent(self.peak_share)} of its {self.peak_precision} peak ({ESTIMATE})"
 
     @property
     def peak_unknown(self) -> str:

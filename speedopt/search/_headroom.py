@@ -1,7 +1,7 @@
 """What bounded a search and what is left, in one line: the stop line's tail and the report's summary.
 
-"95% of the compute ceiling at batch 16; the GPU at 3.1% of its bf16 peak: batch and compile are the levers left
-(drop --quality off to let batch vary)". Three parts: how close the config came to min(its ceilings) and which
+"95% of the compute ceiling at batch 16; the GPU at 3.1% of its bf16 peak (estimate: 3 x the forward FLOPs, the
+trainer's count): batch and compile are the levers left (drop --quality off to let batch vary)". Three parts: how close the config came to min(its ceilings) and which
 binds (:mod:`speedopt.measure._ceilings`); the absolute yardstick, the share of the device's dense peak its
 trial reached, or why that is unknown ("peak unknown on a CPU": :mod:`speedopt.measure._peak`); and the levers
 left, read from the knob registry and the study's space, never listed by hand: the knobs that act on the binding
@@ -51,10 +51,8 @@ def headroom(
         bound, side = "above its ceilings, which therefore do not hold", ceilings.binding
     else:
         bound, side = f"{round(100 * share)}% of the {ceilings.binding} ceiling at batch {config.batch}", ceilings.binding
-    if result.peak_percent is not None:
-        peak = f"the GPU at {result.peak_percent} of its {result.peak_precision} peak"
-    else:
-        peak = result.peak_unknown or "its share of the device's peak not recorded"
+    peak = f"the GPU at {result.peak_estimate}" if result.peak_estimate else (
+        result.peak_unknown or "its share of the device's peak not recorded")
     if not levers:
         left = f"no {side}-side knob is left that the trainer has here"
     else:

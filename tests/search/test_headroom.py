@@ -32,7 +32,8 @@ def test_a_gpu_search_at_its_compute_ceiling_names_the_peak_share_and_the_levers
     assert levers == ("model", "imgsz", "batch", "freeze", "compile") and pinned == ("model", "imgsz", "batch", "freeze")
     found = Ceilings(_ok("data", 900.0), _ok("compute", 306.0))
     line = headroom(result, knobs, 291.0, found, ("batch", "compile"), ("batch",))
-    assert line == ("95% of the compute ceiling at batch 16; the GPU at 2.1% of its bf16 peak: "
+    assert line == ("95% of the compute ceiling at batch 16; the GPU at 2.1% of its bf16 peak (estimate: 3 x the forward "
+                    "FLOPs, the trainer's count): "
                     "batch and compile are the levers left (drop --quality off to let batch vary)")
 
 
