@@ -55,7 +55,9 @@ def trial_table(result: TrialResult) -> Table:
         table.add_row("compiled vs eager loss", _fmt(gap, " %", 4) + " apart on the first batch (accuracy-neutral within 1%)")
     table.add_row("peak RAM (with workers)", _fmt(result.peak_ram_mb, " MB", 0))
     table.add_row("peak GPU memory", _fmt(result.peak_gpu_mem_mb, " MB", 0))
-    table.add_row("GPU / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")
+    table.add_row("GPU busy (NVML) / CPU utilisation", f"{_fmt(result.gpu_util_mean, ' %', 0)} / {_fmt(result.cpu_util_mean, ' %', 0)}")
+    table.add_row("model FLOPs per trained image", flops_text(result))
+    table.add_row("share of the device's peak", peak_text(result))
     table.add_row("torch CPU threads", _fmt(result.torch_threads))
     table.add_row("images used / total", f"{_fmt(result.images_used)} / {_fmt(result.images_total)}")
     for note in result.notes:
@@ -63,3 +65,18 @@ def trial_table(result: TrialResult) -> Table:
     if result.log_tail and not result.ok:
         table.add_row("trainer log (last lines)", result.log_tail)
     return table
+
+
+def flops_text(result: TrialResult) -> str:
+    """The model's GFLOPs per trained image with its basis (an estimate), or why it was not counted."""
+    if result.gflops_per_image is None:
+        return result.flops_basis or "-"
+    return f"{result.gflops_per_image:.3g} GFLOPs, {result.flops_basis}"
+
+
+def peak_text(result: TrialResult) -> str:
+    """The share of the device's dense peak reached, with the TFLOP/s it stands for, or "peak unknown" and why."""
+    if result.peak_share is None:
+        return result.peak_unknown or "-"
+    achieved = result.achieved_tflops or 0.0
+    return f"{result.peak_percent} of {result.peak_basis}: {achieved:.3g} TFLOP/s per GPU (estimate, from the FLOPs above)"

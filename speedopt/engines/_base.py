@@ -116,6 +116,8 @@ class EngineReport:
     image_bytes_mean: float | None = None  # the train images the trainer listed: mean file size
     image_long_side: int | None = None  # and mean long side in pixels (decoded size), from their headers
     compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials only)
+    forward_gflops: float | None = None  # the model's forward GFLOPs per image at imgsz, as the trainer counts them
+    flops_how: str = ""  # how they were counted (engines._flops), or why they were not
 
 
 @dataclass(frozen=True)

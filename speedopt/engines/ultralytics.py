@@ -58,6 +58,7 @@ from speedopt.engines._common import (
     to_device,
     workers_note,
 )
+from speedopt.engines._flops import forward_gflops
 from speedopt.engines._silent import reject, silent_changes
 from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes
 from speedopt.engines._ultralytics_labels import patch_labels
@@ -227,6 +228,7 @@ class UltralyticsEngine(Engine):
     def train(self, run: TrainRun, clock: Clock) -> EngineReport:
         from ultralytics.models.yolo.detect import DetectionTrainer
         from ultralytics.utils import callbacks
+        from ultralytics.utils.torch_utils import get_flops
 
         knobs = run.knobs
         _patch_module()
@@ -278,6 +280,7 @@ class UltralyticsEngine(Engine):
                     close()
         as_run: Knobs = seen["as_run"]
         why = "the trainer runs 0 on CPU and caps workers at the CPU cores and at the batches per epoch"
+        gflops, how = forward_gflops(trainer.model, as_run.imgsz, ("Ultralytics' get_flops", get_flops))
         return EngineReport(
             knobs=as_run,
             images_used=int(seen["images_used"]),
@@ -287,6 +290,8 @@ class UltralyticsEngine(Engine):
             val_images=len(trainer.test_loader.dataset),
             label_scan_s=float(sum(scans)),
             compile_loss_gap=seen.get("loss_gap"),
+            forward_gflops=gflops,
+            flops_how=how,
             **_images_read(seen),
         )
 

@@ -41,6 +41,7 @@ from speedopt._trainer_args import train_py_args
 from speedopt.data import write_trainer_yaml
 from speedopt.engines._base import Clock, Engine, EngineReport, LabelCacheBuild, ProbeRun, ProbeScores, SplitLabels, TrainRun
 from speedopt.engines._common import ddp_rank, drain, images_read, package_version, preload_modules, scan_counts, sync, timed, workers_note
+from speedopt.engines._flops import forward_gflops
 from speedopt.engines._ultralytics_settings import apply_settings, settings_env
 from speedopt.engines._yolov5_checkout import checkout_root, checkout_version, import_train
 from speedopt.engines._yolov5_data import cache_file, label_dataset, probe_train_run, trial_data
@@ -255,6 +256,7 @@ class Yolov5Engine(Engine):
         def batch_end(model: Any, ni: int, imgs: Any, *_: Any) -> None:
             if "as_run" not in seen:  # the first (warm-up) batch: the model is built and frozen as it will train
                 seen["as_run"] = knobs_as_run(knobs, model, seen["loader"], seen["dataset"], seen.get("amp", False))
+                seen["model"] = model  # its FLOPs are counted after the window
             sync(imgs.device)
             clock.batch_end(int(imgs.shape[0]))
 
@@ -269,9 +271,10 @@ class Yolov5Engine(Engine):
         as_run: Knobs = seen["as_run"]
         notes = workers_note(knobs.workers, as_run.workers, "train.py caps workers at the CPU cores and at the batch size")
         mean_bytes, long_side = images_read(list(seen["dataset"].im_files))
+        gflops, how = forward_gflops(seen["model"], as_run.imgsz) if "model" in seen else (None, "no model step in this job")
         return EngineReport(
             knobs=as_run, images_used=len(seen["dataset"]), notes=notes, label_scan_s=float(sum(seen["scans"])),
-            image_bytes_mean=mean_bytes, image_long_side=long_side,
+            image_bytes_mean=mean_bytes, image_long_side=long_side, forward_gflops=gflops, flops_how=how,
         )
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from speedopt import engines
-from speedopt.engines import Engine, ProbeRun, TrainRun
+from speedopt.engines import Engine, EngineReport, ProbeRun, TrainRun
 from speedopt.isolation import PARENT_ENV, die_with
 from speedopt.knobs import COMPILE_OFF
 from speedopt.measure._clock import StepClock, one_time_s
 from speedopt.measure._jobs import Job, LabelsJob, ProbeJob, ValidateJob, job_from_json
 from speedopt.measure._launch import AGENT_ENV
+from speedopt.measure._peak import peak_share, trained_gflops
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._telemetry import Sampler
 from speedopt.measure._threads import apply, at_start, current
@@ -138,9 +139,26 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         warmup_s=list(stats.warmup_s),
         compile_s=one_time_s(stats.warmup_s, stats.step_s) if report.knobs.compile != COMPILE_OFF else None,
         compile_loss_gap=report.compile_loss_gap,
+        **_yardstick(report, stats.images_per_s, gpu),
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"
     return f"measured {stats.steps} steps after {stats.warmup} warm-up steps (90% CI of the mean step time {ci})"
+
+
+def _yardstick(report: EngineReport, images_per_s: float | None, gpu: int | None) -> dict[str, Any]:
+    """The trial's model GFLOPs per trained image and the share of its GPU's dense peak they reached
+    (:mod:`speedopt.measure._peak`), from this process's own images/s (a DDP rank's) on its own GPU."""
+    gflops, basis = trained_gflops(report.forward_gflops, report.flops_how, report.knobs.freeze)
+    name, tf32 = None, True
+    if gpu is not None:
+        import torch
+
+        name, tf32 = torch.cuda.get_device_name(gpu), bool(torch.backends.cudnn.allow_tf32)
+    peak = peak_share(name, report.knobs.amp, images_per_s, gflops, tf32)
+    return {
+        "gflops_per_image": gflops, "flops_basis": basis, "peak_share": peak.share, "peak_tflops": peak.peak_tflops,
+        "peak_precision": peak.precision, "peak_basis": peak.basis,
+    }
 
 
 def _gpu_index(device: str) -> int | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speedopt.knobs import Knobs
+from speedopt.measure._peak import CPU_UNKNOWN, ESTIMATE, percent
 from speedopt.status import Status
 
 
@@ -45,6 +46,15 @@ class TrialResult:
     warmup_s: tuple[float, ...] = field(default=(), repr=False)  # each warm-up batch's seconds, in order
     compile_s: float | None = None  # torch.compile's one-time cost: the warm-up steps beyond steady ones (compile trials)
     compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials)
+    # The absolute yardstick (measure._peak): the model's GFLOPs per trained image, an estimate with its basis (3 x
+    # the trainer's forward count), and the share of the GPU's dense datasheet peak reached for the precision run
+    # (per GPU: rank 0's images/s on its GPU); None with the reason in peak_basis ("peak unknown on a CPU").
+    gflops_per_image: float | None = None
+    flops_basis: str = ""
+    peak_share: float | None = None
+    peak_tflops: float | None = None  # the dense peak compared against, TFLOP/s
+    peak_precision: str = ""  # fp32, tf32, fp16 or bf16: the precision the trial's math ran in
+    peak_basis: str = ""
     images_used: int | None = None
     images_total: int | None = None
     train_build_s: float | None = None  # train dataset build (label scan + cache fill) for images_used
@@ -65,6 +75,33 @@ class TrialResult:
     def per_gpu_images_per_s(self) -> float | None:
         """Images/s per process (per GPU): the total over ``config.gpus``."""
         return None if self.images_per_s is None else self.images_per_s / max(1, self.config.gpus)
+
+    @property
+    def achieved_tflops(self) -> float | None:
+        """TFLOP/s per GPU the measured images/s amount to (an estimate: :attr:`gflops_per_image`'s basis)."""
+        rate = self.per_gpu_images_per_s
+        return None if rate is None or not self.gflops_per_image else rate * self.gflops_per_image / 1000.0
+
+    @property
+    def peak_percent(self) -> str | None:
+        """The share of the device's peak as printed (3.1%), or None where the peak is unknown."""
+        return None if self.peak_share is None else percent(self.peak_share)
+
+    @property
+    def peak_estimate(self) -> str:
+        """The share of the peak as a phrase with its basis: "2.1% of its bf16 peak (estimate: 3 x the forward FLOPs,
+        the trainer's count)"; "" where the peak is unknown."""
+        if self.peak_share is None:
+            return ""
+        return f"{percent(self.peak_share)} of its {self.peak_precision} peak ({ESTIMATE})"
+
+    @property
+    def peak_unknown(self) -> str:
+        """Why the share of the device's peak is unknown ("peak unknown on a CPU", also for a CPU trial recorded
+        before the share was); "" where it is known or was not recorded."""
+        if self.peak_share is not None:
+            return ""
+        return self.peak_basis or (CPU_UNKNOWN if self.device == "cpu" else "")
 
     @property
     def prediction_error(self) -> float | None:

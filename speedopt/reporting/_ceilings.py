@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import knobs_text
 from speedopt.measure import Ceiling, Ceilings
-from speedopt.search import ceilings_of_config
+from speedopt.search import ceilings_of_config, headroom_of
 from speedopt.study import SearchOutcome, TrialRecord, schema
 
 if TYPE_CHECKING:
@@ -47,6 +47,24 @@ def serial(ceilings: Ceilings) -> float | None:
     if d is None or c is None or not (d.ok and c.ok) or not d.images_per_s or not c.images_per_s:
         return None
     return 1.0 / (1.0 / d.images_per_s + 1.0 / c.images_per_s)
+
+
+def bound_section(study: optuna.Study, result: SearchOutcome) -> list[str]:
+    """The report's summary of what bounded the search: the recommended config's share of min(its ceilings), its
+    trial's share of the device's dense peak, and the levers left (:func:`speedopt.search.headroom_of`)."""
+    chosen = result.recommended
+    if chosen is None or result.protocol is None:
+        return []
+    speed, basis = _speed(chosen, result)
+    line = headroom_of(result.protocol, chosen.result, speed, ceilings_of_config(study, chosen.config))
+    r = chosen.result
+    flops = f"{r.gflops_per_image:.3g} GFLOPs, {r.flops_basis}" if r.gflops_per_image else (r.flops_basis or "not recorded")
+    peak = (f"the share of the peak is per GPU: its trial's images/s x those FLOPs / {r.peak_basis}" if r.peak_share is not None
+            else r.peak_unknown or "its share of the peak not recorded")
+    return [
+        f"**What bounded the search** (the recommended config, trial {chosen.number}, at {speed or 0:.1f} images/s, {basis}): {line}.", "",
+        f"_Model FLOPs per trained image: {flops}; {peak}; GPU busy (NVML) is in the table above._", "",
+    ]
 
 
 def ceilings_section(study: optuna.Study, result: SearchOutcome) -> list[str]:

@@ -23,7 +23,7 @@ from speedopt.reporting import _artifacts as artifacts_mod
 from speedopt.reporting._accuracy import accuracy_section
 from speedopt.reporting._analysis import bottlenecks_section, importance_section, report_figures
 from speedopt.reporting._bill import bill_section
-from speedopt.reporting._ceilings import ceilings_section
+from speedopt.reporting._ceilings import bound_section, ceilings_section
 from speedopt.reporting._compile import compile_section
 from speedopt.reporting._filename import report_files, write_inside
 from speedopt.reporting._full_run import projection_section, projections
@@ -75,6 +75,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     figs = report_figures(table, p, result, files.figures, frozenset(outside))
     md = [f"# speedopt report: {study.study_name}", ""]
     md += machine_and_dataset_section(p, result, done, schema.read_labels(study)) + side_by_side_section(base, best, result)
+    md += bound_section(study, result)
     pb, pr = (projected.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + compile_section(result) + ablation.section(study, result, files.figures, files.link)

@@ -41,7 +41,9 @@ def side_by_side_section(base: TrialRecord | None, best: TrialRecord | None, res
     lines.append(f"| speedup | 1.00x | {_speedup_cell(result)} |")
     row("step time median / p90 (s)", lambda c: f"{fmt(c.result.step_s_median, 3)} / {fmt(c.result.step_s_p90, 3)}")
     row("waiting for data", lambda c: pct(c.result.data_wait_fraction))
-    row("GPU utilisation", lambda c: fmt(c.result.gpu_util_mean, 0, "%"))
+    row("GPU busy (NVML)", lambda c: fmt(c.result.gpu_util_mean, 0, "%"))
+    row("model GFLOPs per trained image (estimate: 3 x forward)", lambda c: _gflops_cell(c.result.gflops_per_image))
+    row("share of the GPU's dense peak (estimate)", _peak_cell)
     row("CPU utilisation (all cores)", lambda c: fmt(c.result.cpu_util_mean, 0, "%"))
     row("peak RAM, with workers (MB)", lambda c: fmt(c.result.peak_ram_mb, 0))
     row("peak GPU memory (MB)", lambda c: fmt(c.result.peak_gpu_mem_mb, 0))
@@ -51,6 +53,16 @@ def side_by_side_section(base: TrialRecord | None, best: TrialRecord | None, res
     if best is None:
         lines += ["No trial was both measured ok and judged feasible: there is nothing to recommend yet.", ""]
     return lines
+
+
+def _gflops_cell(gflops: float | None) -> str:
+    return "-" if gflops is None else f"{gflops:.3g}"
+
+
+def _peak_cell(c: TrialRecord) -> str:
+    """The trial's share of its GPU's dense peak and the precision it is of, or why unknown."""
+    r = c.result
+    return f"{r.peak_percent} of {r.peak_precision}" if r.peak_percent else (r.peak_unknown or "not recorded")
 
 
 def _speedup_cell(result: SearchOutcome) -> str:

@@ -5,7 +5,8 @@ protocol fixed, no storage touched); :func:`run` opens the study and runs its st
 :class:`View` what happens; every job they run goes through a :class:`Runner` (the trainer's processes by
 default; ``benchmarks/replay.py`` substitutes a measured table). The space (:func:`default_space`, ``--space``
 files, ``--fix``, the baseline), the data knob's copies, memory prediction, the ceilings (measured, stored, read
-back: :func:`ceilings_of_config`), the stop rules (the budget, the skip, the pruner, stop at the ceiling), the
+back: :func:`ceilings_of_config`), the stop rules (the budget, the skip, the pruner, stop at the ceiling, with
+what bounded the search and the levers left: :func:`headroom_of`), the
 finals and the ablation live here, with the steps the running search takes on the storage: claims (a decision
 taken by one process only) and the recovery of trials that ended early (interrupted, killed, stale). What a
 search stores and how it is read back (the stored model) is :mod:`speedopt.study`; the record types the search
@@ -16,6 +17,7 @@ from speedopt.search._ceilings import of_config as ceilings_of_config
 from speedopt.search._config import SearchConfig
 from speedopt.search._copies import find_copies, make_copies
 from speedopt.search._ends import validation_time
+from speedopt.search._headroom import headroom_of
 from speedopt.search._objective import suggest
 from speedopt.search._plan import SearchPlan, default_study_name, plan, plan_for_worker
 from speedopt.search._rank import MODES as RANK_MODES
@@ -42,6 +44,7 @@ __all__ = [
     "find_copies",
     "make_copies",
     "ceilings_of_config",
+    "headroom_of",
     "suggest",
     "validation_time",
 ]

@@ -31,9 +31,10 @@ from optuna.trial import FrozenTrial, TrialState
 from speedopt.knobs import Knobs, knob_names
 from speedopt.measure import Ceiling, Ceilings, TrialProgress, TrialRequest, TrialResult, key_of
 from speedopt.search import _rank as rank_mod
+from speedopt.search._headroom import headroom_of
 from speedopt.search._plan import SearchPlan
 from speedopt.search._view import View
-from speedopt.study import Space, best_trial, records, schema
+from speedopt.study import Space, TrialRecord, best_trial, records, schema
 from speedopt.study.record_types import Ranking, measured_pruned
 
 #: Proposals in a row that repeat measured configs before the search stops: the space is used up.
@@ -127,11 +128,20 @@ def beaten(study: optuna.Study) -> str | None:
     for r in records(study):
         if not r.result.ok:
             continue
-        found = Ceilings(known.get(f"data|{key_of('data', r.config)}"), known.get(f"compute|{key_of('compute', r.config)}"))
-        fault = found.fault(r.images_per_s, r.result.ci_rel)
+        fault = _stored(known, r.config).fault(r.images_per_s, r.result.ci_rel)
         if fault is not None:
             return f"trial {r.number}: {fault}"
     return None
+
+
+def _stored(known: Mapping[str, Ceiling], config: Knobs) -> Ceilings:
+    """The ceilings of ``config`` (as run) among a study's stored ones (``known``); either may be None."""
+    return Ceilings(known.get(f"data|{key_of('data', config)}"), known.get(f"compute|{key_of('compute', config)}"))
+
+
+def _with_headroom(why: str, plan: SearchPlan, best: TrialRecord, ceilings: Ceilings | None) -> str:
+    """The stop line, then what bounded the search and which levers are left (:func:`headroom_of`)."""
+    return f"{why}. What bounds it and what is left: {headroom_of(plan.protocol, best.result, best.images_per_s, ceilings)}"
 
 
 def unmeasured(study: optuna.Study, space: Space) -> list[Knobs] | None:
@@ -293,7 +303,7 @@ def reached(images_per_s: float, ceilings: Ceilings, stop_at: float, sampled: It
     return (
         f"the best config measured {images_per_s:.1f} images/s, {100 * share:.0f}% of min(ceilings) "
         f"{ceilings.bound:.1f} images/s, and the {ceilings.binding} ceiling binds, whose knobs this search does not vary: "
-        f"nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
+        f"nothing left to gain from the knobs it varies on this machine (--no-stop-at-ceiling searches on)"
     )
 
 
@@ -307,7 +317,7 @@ def space_reached(images_per_s: float, ranking: Ranking | None, stop_at: float, 
     return (
         f"the best config measured {images_per_s:.1f} images/s, {100 * images_per_s / ranking.space_bound:.0f}% of the "
         f"highest bound of any of the space's {ranking.configs} configs ({ranking.space_bound:.1f} images/s, from their ceilings): "
-        "nothing left to gain from these knobs on this machine (--no-stop-at-ceiling searches on)"
+        "nothing left to gain from the knobs it varies on this machine (--no-stop-at-ceiling searches on)"
     )
 
 
@@ -349,7 +359,7 @@ def stop_at_ceiling(
         ranking = schema.read_ranking(study)
         why = space_reached(best.images_per_s or 0.0, ranking, plan.protocol.stop_at_ceiling, ci)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
-            _stop(study, why)
+            _stop(study, _with_headroom(why, plan, best, _stored(schema.read_ceilings(study), best.config)))
             return
         fault = space_fault(best.images_per_s or 0.0, ranking, ci)
         if fault:
@@ -367,6 +377,6 @@ def stop_at_ceiling(
         if found is not None:
             view.note("; ".join(found.lines(best.images_per_s, ci)))
         if why:
-            _stop(study, why)
+            _stop(study, _with_headroom(why, plan, best, found))
 
     return check

@@ -73,6 +73,11 @@ def test_classic_trial_is_plausible_offline_and_leaves_no_trace(classic, warm_yo
     assert result["images_used"] == 48 and result["images_total"] == 48
     assert result["warmup"] >= 4 and 3 <= result["steps"] <= 9
     assert result["network_blocked"] == []  # no font, weights, AMP-check, git or pip traffic was even tried
+    # The classic YOLOv5n is 4.5 GFLOPs at 640 (80 classes; its README): 3 x 4.5 x (128/640)^2 = 0.54 per trained
+    # image; the demo's 3 classes shrink the head (0.508, thop on the classic model at the full 128 px).
+    assert result["gflops_per_image"] == pytest.approx(0.508, rel=0.01)
+    assert "as classic YOLOv5's model_info counts" in result["flops_basis"]
+    assert result["peak_share"] is None and result["peak_basis"] == "peak unknown on a CPU"
     assert list(tmp_path.iterdir()) == []  # no runs/ folder in the working directory
     after = _tree(demo_yaml.parent)
     assert set(after) - set(before) <= {"labels/train.cache", "labels/val.cache"}  # the trainer's label cache only

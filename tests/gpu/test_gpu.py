@@ -61,7 +61,7 @@ def _stored_trials(url: str) -> list[dict]:
 
 
 def test_amp_on_and_off_both_measure_and_amp_uses_less_memory(demo_yaml):
-    """Also NVML telemetry, and channels_last left to the trainer: recorded as it ran (on, for CUDA training)."""
+    """Also NVML telemetry, the share of the GPU's peak, and channels_last left to the trainer: recorded as it ran (on, for CUDA training)."""
     on = _trial(demo_yaml, "--batch", "32", "--amp", "on")
     off = _trial(demo_yaml, "--batch", "32", "--amp", "off")
     assert on["status"] == off["status"] == "ok", (on["message"], off["message"])
@@ -70,6 +70,14 @@ def test_amp_on_and_off_both_measure_and_amp_uses_less_memory(demo_yaml):
     for result in (on, off):
         assert 0 <= result["gpu_util_mean"] <= 100 and result["peak_gpu_mem_mb"] > 50
         assert result["config"]["channels_last"] == "on"  # asked: default
+        # the absolute yardstick beside NVML's busy share: the share of the card's dense peak for the precision it
+        # ran, where the table lists the card, or why not
+        assert result["gflops_per_image"] > 0
+        if result["peak_share"] is not None:
+            assert 0 < result["peak_share"] < 1 and "dense" in result["peak_basis"]
+        else:
+            assert result["peak_basis"].startswith("peak unknown: "), result["peak_basis"]
+    assert on["peak_precision"] in ("fp16", None)
 
 
 def test_channels_last_off_is_run_as_asked(demo_yaml):

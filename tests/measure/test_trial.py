@@ -48,6 +48,19 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     assert 3 <= result["steps"] <= 9 and result["max_steps"] == 9 and result["warmup"] == 1
     assert result["ci_rel"] > 0 and result["converged"] == (result["ci_rel"] <= 0.05)
     assert result["network_blocked"] == []
+    # The absolute yardstick: the trainer's model counted at imgsz 128, 3 x forward per trained image. Ultralytics lists
+    # YOLOv5nu at 7.7 GFLOPs (640 px, 80 classes): 3 x 7.7 x (128/640)^2 = 0.92; the demo's 3 classes shrink the head.
+    # Exactly: thop on the same architecture (nc=3) at the full 128 px, the count the trial's proxy rule scales to.
+    import thop
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+
+    model = DetectionModel("yolov5n.yaml", nc=3, verbose=False)
+    full = 3 * 2 * thop.profile(model, inputs=(torch.empty(1, 3, 128, 128),), verbose=False)[0] / 1e9
+    assert 0.7 < result["gflops_per_image"] < 0.95 and result["gflops_per_image"] == pytest.approx(full, rel=1e-6)
+    assert result["flops_basis"].startswith("estimate: 3 x the forward FLOPs, the trainer's count (")
+    assert result["peak_share"] is None and result["peak_tflops"] is None  # a CPU: never a made-up peak
+    assert result["peak_basis"] == "peak unknown on a CPU" and result["peak_precision"] == "fp32"
     assert list(tmp_path.iterdir()) == []  # no run folders in the working directory
     after = _tree(demo_yaml.parent)
     added = set(after) - set(before)

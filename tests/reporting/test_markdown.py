@@ -52,6 +52,13 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
         assert float(ips) == round(trials[int(number)].user_attrs["images_per_s"], 2)
     base = trials[0].user_attrs
     assert f"| images/s (search, measured once) | {base['images_per_s']:.2f} |" in text
+    # the yardstick: the baseline's model FLOPs per trained image (an estimate), no peak on a CPU; the summary
+    measured = schema.flat_attrs(base)  # the yardstick is stored in the trial's measurement attr
+    (flops,) = [line for line in text.splitlines() if line.startswith("| model GFLOPs per trained image")]
+    assert f"| {measured['gflops_per_image']:.3g} |" in flops and measured["gflops_per_image"] > 0
+    assert "| share of the GPU's dense peak (estimate) | peak unknown on a CPU |" in text
+    (summary,) = [line for line in text.splitlines() if line.startswith("**What bounded the search**")]
+    assert "; peak unknown on a CPU: " in summary and "levers left" in summary, summary
 
     # The finals: the baseline and one finalist in 2 rounds, every measurement in the table, the decision.
     study = optuna.load_study(study_name=name, storage=url)

@@ -179,7 +179,7 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
         base.set_user_attr(k, v)
     study.tell(base, 30.0)
     schema.write_ranking(study, Ranking(2, 2, True, "", space_bound=30.5))
-    check = stop_at_ceiling(SimpleNamespace(protocol=SimpleNamespace(stop_at_ceiling=0.95, space=p.protocol.space)),
+    check = stop_at_ceiling(SimpleNamespace(protocol=dataclasses.replace(p.protocol, stop_at_ceiling=0.95)),
                             SimpleNamespace(note=lambda line: None), lambda knobs: None)  # type: ignore[arg-type]
     frozen = study.get_trials()[base.number]
     study.stop = lambda: None  # outside Study.optimize: the stop is read from the study's attr
@@ -189,5 +189,10 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
     assert prepared.user_attrs.get("role") == "prepared"
     study.tell(prepared, state=TrialState.FAIL)
     check(study, frozen)
-    assert "98% of the highest bound" in (schema.read_stopped(study) or "")
+    stopped = schema.read_stopped(study) or ""
+    assert "98% of the highest bound" in stopped
+    # then what bounds it and what is left: no ceilings stored for the baseline; on a CPU no peak; quality off kept
+    # the accuracy knobs on the compute side, and the CPU space leaves compile out
+    assert "What bounds it and what is left: its ceilings not measured; peak unknown on a CPU: " in stopped, stopped
+    assert "(drop --quality off to let model, imgsz, batch and freeze vary)" in stopped, stopped
     optuna.delete_study(study_name=study.study_name, storage=p.storage_url)
