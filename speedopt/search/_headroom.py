@@ -6,7 +6,8 @@ binds (:mod:`speedopt.measure._ceilings`); the absolute yardstick, the share of 
 trial reached, or why that is unknown ("peak unknown on a CPU": :mod:`speedopt.measure._peak`); and the levers
 left, read from the knob registry and the study's space, never listed by hand: the knobs that act on the binding
 ceiling (:attr:`speedopt.knobs.Knob.sides`) that the search did not vary, less those the trainer cannot change on
-this device (the engine's fixed knobs; AMP on the CPU), naming those ``--quality off`` kept at the baseline.
+this device (the engine's fixed knobs; AMP on the CPU) and compile where the search decided it at the end, naming
+those ``--quality off`` kept at the baseline.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def headroom(
 def headroom_of(protocol: StudyProtocol, result: TrialResult, images_per_s: float | None, ceilings: Ceilings | None) -> str:
     """:func:`headroom` for a study's config (its trial ``result``), the levers read from the study's protocol."""
     side = ceilings.binding if ceilings is not None and ceilings.binding else "compute"
-    fixed = unswitchable(protocol.engine, protocol.device)
+    decided = {"compile"} if protocol.compile_modes else set()  # decided once at the end: no lever left
+    fixed = unswitchable(protocol.engine, protocol.device) | decided
     levers, pinned = levers_left(side, protocol.space, protocol.quality.probing, fixed)
     return headroom(result, result.config, images_per_s, ceilings, levers, pinned)

@@ -29,7 +29,7 @@ def test_a_gpu_search_at_its_compute_ceiling_names_the_peak_share_and_the_levers
     space = _space(model=("yolov5s",), imgsz=(640,), batch=(16,), freeze=(0,), amp=(True, False, "bf16"),
                    channels_last=("default", "off"), compile=(COMPILE_OFF,), workers=(0, 8))
     levers, pinned = levers_left("compute", space, probing=False, fixed=set())
-    assert levers == ("model", "imgsz", "batch", "freeze", "compile") and pinned == ("model", "imgsz", "batch", "freeze")
+    assert levers == ("model", "imgsz", "batch", "freeze", "compile", "deterministic") and pinned == ("model", "imgsz", "batch", "freeze")
     found = Ceilings(_ok("data", 900.0), _ok("compute", 306.0))
     line = headroom(result, knobs, 291.0, found, ("batch", "compile"), ("batch",))
     assert line == ("95% of the compute ceiling at batch 16; the GPU at 2.1% of its bf16 peak (estimate: 3 x the forward "
@@ -46,9 +46,9 @@ def test_on_a_cpu_the_peak_is_unknown_and_the_trainer_s_fixed_knobs_are_no_lever
     space = _space(model=("yolov5n",), imgsz=(128,), batch=(16,), freeze=(0,), amp=(False,), compile=(COMPILE_OFF,),
                    channels_last=("default",), cache=("none", "ram"))
     levers, pinned = levers_left("compute", space, probing=True, fixed=fixed)
-    assert levers == ("model", "imgsz", "batch", "freeze", "compile") and pinned == ()  # quality probes: nothing kept
+    assert levers == ("model", "imgsz", "batch", "freeze", "compile", "deterministic") and pinned == ()  # quality probes: nothing kept
     line = headroom(result, knobs, 19.0, Ceilings(_ok("data", 60.0), _ok("compute", 20.0)), levers, pinned)
-    assert line.startswith("95% of the compute ceiling at batch 16; peak unknown on a CPU: model, imgsz, batch, freeze and compile")
+    assert line.startswith("95% of the compute ceiling at batch 16; peak unknown on a CPU: model, imgsz, batch, freeze, compile and deterministic")
     assert {"amp", "compile", "channels_last"} <= unswitchable("yolov5", "0")  # the classic train.py has no switch for them
 
 
@@ -65,3 +65,18 @@ def test_the_levers_follow_the_binding_ceiling_and_a_searched_knob_is_none():
     assert headroom(result, knobs, 50.0, None, ("compile",), ()).startswith("its ceilings not measured; peak unknown on a CPU: compile is the lever left")
     above = headroom(result, knobs, 70.0, data_bound, (), ())  # 135% of min(ceilings), beyond both intervals
     assert above.startswith("above its ceilings, which therefore do not hold;")
+
+
+def test_compile_decided_at_the_end_is_no_lever_left(demo_yaml):
+    import dataclasses
+
+    from speedopt.search import SearchConfig, headroom_of, plan
+    from speedopt.search._space import decide_at_end
+
+    p = plan(SearchConfig(data=str(demo_yaml), device="cpu", quality="off")).protocol
+    knobs = p.baseline
+    result = TrialResult(Status.OK, "", knobs, knobs, "cpu", "ultralytics", images_per_s=20.0, ci_rel=0.02)
+    assert "compile" in headroom_of(p, result, 20.0, None)
+    space, _, modes, _ = decide_at_end(Space({**p.space.domains, "compile": Domain(choices=("off", "default"))}), knobs)
+    decided = dataclasses.replace(p, space=space, compile_modes=modes)
+    assert "compile" not in headroom_of(decided, result, 20.0, None)
