@@ -32,7 +32,8 @@ def test_the_summary_names_the_bound_the_peak_and_the_levers_left():
     space = Space({"batch": Domain(choices=(16,)), "model": Domain(choices=("yolov5s",)), "imgsz": Domain(choices=(640,)),
                    "freeze": Domain(choices=(0,)), "amp": Domain(choices=(True, "bf16")), "compile": Domain(choices=(COMPILE_OFF,)),
                    "channels_last": Domain(choices=("default", "off")), "workers": Domain(choices=(4, 8))})
-    protocol = types.SimpleNamespace(engine="ultralytics", device="0", space=space, quality=types.SimpleNamespace(probing=False))
+    protocol = types.SimpleNamespace(engine="ultralytics", device="0", space=space, quality=types.SimpleNamespace(probing=False),
+                                     compile_modes=())
     lines = bound_section(study, dataclasses.replace(outcome(study), protocol=protocol))
     assert lines[0] == (
         "**What bounded the search** (the recommended config, trial 0, at 291.0 images/s, its trial): 95% of the compute "
