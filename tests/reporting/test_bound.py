@@ -38,7 +38,7 @@ def test_the_summary_names_the_bound_the_peak_and_the_levers_left():
     assert lines[0] == (
         "**What bounded the search** (the recommended config, trial 0, at 291.0 images/s, its trial): 95% of the compute "
         "ceiling at batch 16; the GPU at 2.1% of its bf16 peak (estimate: 3 x the forward FLOPs, the trainer's count): "
-        "model, imgsz, batch, freeze and compile are the levers left "
+        "model, imgsz, batch, freeze, compile and deterministic are the levers left "
         "(drop --quality off to let model, imgsz, batch and freeze vary)."
     )
     assert lines[2].startswith("_Model FLOPs per trained image: 72 GFLOPs, estimate: 3 x the forward FLOPs")
