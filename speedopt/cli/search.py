@@ -90,7 +90,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--timeout", type=seconds, default=None, help="stop starting new trials after this many seconds")
     add_storage(parser)
     add_study(parser, default_help="<dataset>-<gpu-or-cpu>-<hash of dataset and machine>")
-    parser.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains")
+    parser.add_argument("--space", default=None, metavar="FILE", help="YAML file narrowing or widening knob domains (compile: [off, default] decides torch.compile once at the end, on the recommendation: no trial compiles)")
     parser.add_argument("--fix", action="append", type=_pin, default=[], metavar="KNOB=VALUE", help="pin a knob (repeatable)")
     parser.add_argument("--baseline", default=None, metavar="ARGS", help='your current settings, e.g. "model=yolov5s imgsz=640 batch=16 workers=8"')
     parser.add_argument("--seed", type=integer(0, MAX_SEED), default=defaults.SEED, help="sampler seed (default 0)")
