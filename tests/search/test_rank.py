@@ -166,3 +166,14 @@ def test_once_a_trial_beats_its_ceilings_no_ceiling_skips_or_stops():
 
     skips = Skips(SimpleNamespace(protocol=SimpleNamespace(prune_margin=0.5)))  # type: ignore[arg-type]
     assert skips.why(study.ask(), large, large) is None  # bound 9.9 < half the best, yet measured: the bounds fail
+
+
+def test_the_best_configs_own_bound_is_held_against_the_highest_bound_within_the_noise():
+    """Bound against bound (issue 47): the serial bound of a config with no loader workers runs 1-17% under its own
+    speed in the replay's tables, so a measured speed against the highest bound stopped a search 6% short of the best."""
+    ranking = Ranking(18, 21, True, "ranked", (), 30.5)
+    assert space_reached(30.2, ranking, 0.95, ci_rel=0.03, own_bound=29.5) is None  # 97% of the highest bound: go on
+    why = space_reached(31.0, ranking, 0.95, ci_rel=0.03, own_bound=30.4) or ""
+    assert "its bound 30.4 images/s is 100% of the highest bound" in why
+    assert space_reached(30.0, ranking, 0.95, ci_rel=None, own_bound=30.3) is not None  # within the 1% floor
+    assert space_reached(30.0, ranking, 0.95, ci_rel=None, own_bound=30.1) is None
