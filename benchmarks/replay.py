@@ -206,9 +206,9 @@ def measure(name: str, repeats: int, steps: int, warmup: int, ceilings_only: boo
         table.update({"measured": today, "wall_s": wall_s, "configs": rows})
     table.update({
         "ceilings_measured": today, "ceilings_wall_s": round(ceilings_s, 1), "ceilings": ceilings,
-        "how": (f"{repeats} interleaved passes, each job forked from a warm worker on the CPU: "
-                + ("every ceiling once per pass, the configs measured before" if ceilings_only
-                   else "every config once, then every ceiling once, per pass")),
+        "how": (f"configs as measured on {table['measured']}; ceilings: {repeats} passes (every ceiling once) on {today}"
+                if ceilings_only else f"{repeats} interleaved passes (every config once, then every ceiling once)")
+        + ", each job forked from a warm worker, on the CPU",
     })
     TABLES.mkdir(exist_ok=True)
     out.write_text(json.dumps(table, indent=1) + "\n")
