@@ -85,6 +85,15 @@ SPACES: dict[str, dict[str, Any]] = {
         "baseline": {"model": "yolov5s", "imgsz": 160, "batch": 8},
         "images": {"train": 128, "val": 16, "width": 320, "height": 240, "quality": 90},
     },
+    "mixed": {  # the demo photos at small sizes: data-side (cache, data) and compute-side (model, imgsz) knobs, batch both
+        "vary": {
+            "cache": ["none", "ram", "disk"], "data": ["original", "resized"], "batch": [4, 8, 16], "imgsz": [96, 128, 160],
+            "model": ["yolov5n", "yolov5s"],
+        },
+        "fixed": {"workers": 0, "amp": False, "freeze": 0},  # workers: Ultralytics runs 0 on a CPU whatever is asked
+        "baseline": {"cache": "none", "data": "original", "batch": 8, "imgsz": 160, "model": "yolov5s"},
+        "images": {"train": 96, "val": 16, "width": 1920, "height": 1080, "quality": 95},
+    },
 }
 KINDS = ("data", "compute")  # the two ceilings a table keeps, by ``kind|key`` (speedopt.measure.key_of)
 WITHIN = 0.05  # a pick within 5% of the best config's mean images/s is a good pick
