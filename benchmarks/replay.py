@@ -27,6 +27,7 @@ images/s within 5% of the best config's mean; the median of the search's cost ov
 each config measured once, at its mean wall time); and the median cost by stage. Goals (issue 30): a pick
 within 5% in at least 90% of seeds, at a median cost of at most 35% of the grid's.
 
+    (a long measurement keeps each pass in benchmarks/replay/NAME.json.partial and resumes there when run again)
     python benchmarks/replay.py --measure data [--repeats 3]     # 18 configs: about 30 min on 2 CPU cores
     python benchmarks/replay.py --measure compute [--repeats 3]  # 24 configs: about 20 min
     python benchmarks/replay.py --measure data --ceilings-only   # the ceilings alone, added to the stored table
@@ -184,6 +185,14 @@ def measure(name: str, repeats: int, steps: int, warmup: int, ceilings_only: boo
     ceilings: dict[str, list[dict[str, float]]] = {n: [] for n in ceiling_names(vary, fixed)}
     options = TrialOptions(steps=steps, warmup=warmup, device="cpu")
     started, ceilings_s = time.monotonic(), 0.0
+    partial, first = out.with_name(out.name + ".partial"), 0  # the passes done so far: a long table resumes
+    if not ceilings_only and partial.exists():
+        saved = json.loads(partial.read_text())
+        if all(saved.get(k) == table[k] for k in ("vary", "fixed", "steps", "warmup")):
+            rows, ceilings, first = saved["configs"], saved["ceilings"], int(saved["passes"])
+            ceilings_s = float(saved.get("ceilings_wall_s", 0.0))
+            started -= float(saved.get("wall_s", 0.0))  # the table's wall time counts every session's passes
+            print(f"resuming {partial}: {first} of {repeats} passes done ({saved.get('wall_s', 0):.0f} s)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         yaml_path = str(data.generate(Path(tmp) / "images", data.DemoSpec(**SPACES[name]["images"])))
         ds = data.load(yaml_path)
@@ -198,7 +207,7 @@ def measure(name: str, repeats: int, steps: int, warmup: int, ceilings_only: boo
 
         env = engines.get("ultralytics").environment(cache_dir())
         with warm_worker("ultralytics", None, env):
-            for rnd in range(repeats):
+            for rnd in range(first, repeats):
                 for i, c in enumerate([] if ceilings_only else configs):
                     knobs = Knobs(**{**fixed, **c})
                     t0 = time.monotonic()
@@ -210,6 +219,10 @@ def measure(name: str, repeats: int, steps: int, warmup: int, ceilings_only: boo
                     print(f"pass {rnd + 1}/{repeats} config {i + 1}/{len(configs)}: {_key(c, vary)}: "
                           f"{result.images_per_s:.1f} images/s, {job_s:.1f} s ({result.measured_s or 0:.1f} s measured)", flush=True)
                 ceilings_s += _ceilings_pass(vary, fixed, where, options, ceilings, f"pass {rnd + 1}/{repeats}")
+                if not ceilings_only:  # every pass kept: an interrupted measurement resumes at the next pass
+                    TABLES.mkdir(exist_ok=True)
+                    partial.write_text(json.dumps({**table, "passes": rnd + 1, "configs": rows, "ceilings": ceilings,
+                                                   "ceilings_wall_s": ceilings_s, "wall_s": time.monotonic() - started}) + "\n")
     today, wall_s = time.strftime("%Y-%m-%d"), round(time.monotonic() - started, 1)
     if not ceilings_only:
         table.update({"measured": today, "wall_s": wall_s, "configs": rows})
@@ -221,6 +234,7 @@ def measure(name: str, repeats: int, steps: int, warmup: int, ceilings_only: boo
     })
     TABLES.mkdir(exist_ok=True)
     out.write_text(json.dumps(table, indent=1) + "\n")
+    partial.unlink(missing_ok=True)
     print(f"wrote {out} ({'' if ceilings_only else f'{len(configs)} configs and '}{len(ceilings)} ceilings x {repeats} repeats, "
           f"{wall_s:.0f} s; ceilings {ceilings_s:.0f} s)")
     return out
