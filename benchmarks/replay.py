@@ -27,8 +27,9 @@ images/s within 5% of the best config's mean; the median of the search's cost ov
 each config measured once, at its mean wall time); and the median cost by stage. Goals (issue 30): a pick
 within 5% in at least 90% of seeds, at a median cost of at most 35% of the grid's.
 
-    (a long measurement keeps each pass in benchmarks/replay/NAME.json.partial and resumes there when run again)
     python benchmarks/replay.py --measure data [--repeats 3]     # 18 configs: about 30 min on 2 CPU cores
+    python benchmarks/replay.py --measure mixed                  # 108 configs + 72 ceilings: about 2 h (resumable:
+                                                                 # each pass kept in benchmarks/replay/mixed.json.partial)
     python benchmarks/replay.py --measure compute [--repeats 3]  # 24 configs: about 20 min
     python benchmarks/replay.py --measure data --ceilings-only   # the ceilings alone, added to the stored table
     python benchmarks/replay.py --replay [--seeds 50] [--trials 6] [--ceiling-rank auto] [--tables data compute]
