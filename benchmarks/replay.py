@@ -389,6 +389,44 @@ def _print(table: dict[str, Any], runs: list[tuple[str, dict[str, float]]], seed
           f"(the grid measured once per config: {100 * sum(grid_picks) / len(grid_picks):.0f}%)")
     print(f"  cost over the grid's: median {statistics.median(costs):.2f}x (range {min(costs):.2f}-{max(costs):.2f}x); "
           f"by stage (median s): " + ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in stages.items()))
+    line = _ceilings_line(table, means, grid_s)
+    if line:
+        print(line)
+
+
+def _ceilings_line(table: dict[str, Any], means: dict[str, float], grid_s: float) -> str | None:
+    """How the table's ceilings predict its configs (None: it holds none): each config's bound as the search ranks by
+    it (workers=0: loading and computing take turns, 1 / (1/data + 1/compute); else min(data, compute)) from the
+    ceilings' means, its rank correlation with the configs' means, trial / bound, and the highest bound's config."""
+    ceilings = table.get("ceilings")
+    if not ceilings:
+        return None
+    vary, fixed = table["vary"], table["fixed"]
+    bounds: dict[str, float] = {}
+    for c in _configs(vary):
+        knobs = Knobs(**{**fixed, **c})
+        data_s, compute_s = (statistics.fmean(r["images_per_s"] for r in ceilings[f"{kind}|{key_of(kind, knobs)}"]) for kind in KINDS)  # type: ignore[arg-type]
+        bounds[_key(c, vary)] = 1 / (1 / data_s + 1 / compute_s) if knobs.workers == 0 else min(data_s, compute_s)
+    keys = list(bounds)
+    shares = [means[k] / bounds[k] for k in keys]
+    top = max(keys, key=bounds.__getitem__)
+    jobs_s = sum(statistics.fmean(r["wall_s"] for r in rows) for rows in ceilings.values())
+    return (f"  ceilings: {len(ceilings)} jobs, {jobs_s:.0f} s ({jobs_s / grid_s:.2f}x the grid); bound vs mean images/s: rank "
+            f"correlation {_ranked([means[k] for k in keys], [bounds[k] for k in keys]):.2f}, trial / bound median "
+            f"{statistics.median(shares):.2f} (range {min(shares):.2f}-{max(shares):.2f}); the highest bound's config "
+            f"{top} at {means[top] / max(means.values()):.2f} of the best")
+
+
+def _ranked(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (no ties expected among measured means)."""
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+
+    return statistics.correlation(ranks(xs), ranks(ys))
 
 
 def main() -> None:
