@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from speedopt.knobs import Knobs
+from speedopt.knobs import COMPILE_OFF, Knobs
 from speedopt.measure import TrialResult
 from speedopt.study import TrialRecord, schema
 from speedopt.study.record_types import CompileDecision, Repeat
@@ -30,7 +30,7 @@ MIN_ROUNDS = 2
 
 def planned(rec: TrialRecord, modes: tuple[str, ...], repeats: int, epochs: int, train_images: int, min_gain: float) -> CompileDecision:
     """The decision to measure for the recommended trial ``rec`` (its config as asked, eager)."""
-    config = replace(rec.result.requested, compile="off")
+    config = replace(rec.result.requested, compile=COMPILE_OFF)
     return CompileDecision(rec.number, config, modes, max(MIN_ROUNDS, repeats), epochs, train_images, min_gain)
 
 

@@ -113,7 +113,8 @@ def test_a_search_over_compile_modes_compiles_no_trial_and_decides_compile_once_
     compiled = [m for m in decision.measured if m.of == 1]
     assert len(compiled) == 2 and all(m.status.value == "ok" for m in compiled), decision
     cost = decision.cost("default")
-    assert cost is not None and cost > 3 * (1 / max(m.images_per_s or 1 for m in compiled))  # the warm-up took the compile
+    steady_step_s = 4 / min(m.images_per_s or 1.0 for m in compiled)  # batch 4 at the slowest compiled round
+    assert cost is not None and cost > 3 * steady_step_s  # the warm-up took the compile: more than 3 steady steps
     assert decision.choice is None and "torch.compile: keep eager" in done.stdout
     rec = recommend(study)
     assert rec is not None and rec.knobs.compile == "off" and "compile=" not in rec.command()
