@@ -210,9 +210,10 @@ def _add_extras(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ceiling-rank", choices=RANK_MODES, default="auto",
-        help="before the trials, measure every data and compute ceiling the space needs and run the configs whose "
-        "min(ceilings) is highest first; also skips configs whose ceilings cannot reach the best. auto (default): "
-        "only when those ceiling jobs are few (at most half the space's configs and at most --trials)",
+        help="before the trials, bound the space's configs by their data and compute ceilings (branch and bound: only "
+        "the ceiling jobs that can change which bound is highest run) and run the highest-bound configs first; also "
+        "skips configs whose ceilings cannot reach the best. auto (default): when the space holds more configs than "
+        "--trials",
     )
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument(

@@ -18,12 +18,14 @@ from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings, measure_mosaic_off
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
+from speedopt.search._rank import Kind
 from speedopt.search._view import View
 from speedopt.study import schema
 
 if TYPE_CHECKING:
     import optuna
 
+KINDS: tuple[Kind, ...] = ("data", "compute")
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
 
@@ -34,23 +36,25 @@ def of_config(study: optuna.Study, knobs: Knobs) -> Ceilings:
     return Ceilings(found.get(f"data|{key_of('data', knobs)}"), found.get(f"compute|{key_of('compute', knobs)}"))
 
 
-def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure) -> Ceilings:
-    """The ceilings of ``knobs`` (as run): found in the study, or measured now and stored there at once."""
+def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] = KINDS) -> Ceilings:
+    """The ceilings of ``knobs`` (as run; both, or ``kinds``): found in the study, or measured now and stored there at once."""
 
     def save(name: str, ceiling: Ceiling) -> None:
         schema.write_ceiling(study, name, ceiling)
 
-    return measure_ceilings(knobs, prepare, run, schema.read_ceilings(study), save)
+    return measure_ceilings(knobs, prepare, run, schema.read_ceilings(study), save, kinds)
 
 
-def ceilings_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs) -> Ceilings | None:
-    """The ceilings of ``knobs`` (as run), found in the study or measured now (None: the engine has none, or
-    a multi-GPU config: ceilings are measured on one GPU)."""
+def ceilings_of(
+    plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs, kinds: tuple[Kind, ...] = KINDS
+) -> Ceilings | None:
+    """The ceilings of ``knobs`` (as run; both, or ``kinds``), found in the study or measured now (None: the engine
+    has none, or a multi-GPU config: ceilings are measured on one GPU)."""
     p = plan.protocol
     if knobs.gpus > 1 or not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings:
         return None
     return found_or_measured(
-        study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs)
+        study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs), kinds
     )
 
 

@@ -20,7 +20,7 @@ from speedopt import engines
 from speedopt.defaults import GRACE_S, HEARTBEAT_S
 from speedopt.isolation import wait_until
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceilings, TrialResult, warm_worker
+from speedopt.measure import Ceiling, Ceilings, TrialResult, key_of, warm_worker
 from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget
 from speedopt.search import _ablation as ablation_mod
@@ -37,6 +37,7 @@ from speedopt.search._plan import SearchPlan
 from speedopt.search._recovery import awaited, recover_stale, retry_callback, retry_interrupted
 from speedopt.search._runner import Runner
 from speedopt.search._view import QuietView, View
+from speedopt.status import Status
 from speedopt.study import Clock, Need, SearchOutcome, open_storage, outcome, records, schema, storage_errors
 from speedopt.study.notes import write_finals_notes, write_note
 from speedopt.study.record_types import Ranking
@@ -159,29 +160,46 @@ def _rank(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> 
     ):
         return
     grid = rank_mod.configs(p.space)
-    jobs = len(rank_mod.representatives(grid)) if grid is not None else 0
+    jobs = len(rank_mod.representatives(grid)) if grid is not None else 0  # at most: the branch and bound runs fewer
     skip = (
         "the space is too large to enumerate its ceilings" if grid is None
         else "ceilings are measured on one GPU; this search varies gpus" if "gpus" in p.space.sampled()
         else f"the {p.engine} engine measures no ceilings" if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings
-        else rank_mod.skip_mode(p.ceiling_rank, len(grid), jobs, p.trials)
+        else rank_mod.skip_mode(p.ceiling_rank, len(grid), p.trials)
     )
     if skip is not None or grid is None:
         schema.write_ranking(study, Ranking(len(grid or ()), jobs, False, skip or ""))
         view.note(f"ceiling ranking: {skip}")
         return
-    view.note(f"ceiling ranking: {jobs} ceiling jobs bound the space's {len(grid)} configs; measuring them before the trials")
+    view.note(
+        f"ceiling ranking: at most {jobs} ceiling jobs bound the space's {len(grid)} configs; measuring those that can "
+        "change which bound is highest, before the trials"
+    )
     started = time.monotonic()
-    for knobs in dict.fromkeys(rank_mod.representatives(grid).values()):
-        ceilings_mod.ceilings_of(plan, study, knobs, view, inputs)
+    known = _bounded(plan, study, view, inputs, grid)
     queued = [Knobs(**{**p.baseline.to_dict(), **(t.system_attrs.get("fixed_params") or t.params)}) for t in study.get_trials(deepcopy=False)]
-    ranking = rank_mod.rank(grid, schema.read_ceilings(study), rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
+    ranking = rank_mod.rank(grid, known, rank_mod.first_count(p.trials), skip=[p.baseline, *queued])
     ranking = dataclasses.replace(ranking, wall_s=time.monotonic() - started)
     sampled = p.space.sampled()
     for knobs, top in ranking.enqueued:
         study.enqueue_trial({k: v for k, v in knobs.to_dict().items() if k in sampled}, user_attrs={schema.ROLE: "ceiling-rank", schema.BOUND: top})
     schema.write_ranking(study, ranking)
     view.note(f"ceiling ranking: {ranking.message} ({ranking.wall_s:.0f} s of ceiling jobs)")
+
+
+def _bounded(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs, grid: list[Knobs]) -> dict[str, Ceiling]:
+    """The grid's ceilings, branch and bound (:func:`~speedopt.search._rank.next_job`): measured one by one, each
+    stored at once. Known by the key as asked: a job the trainer ran with other knobs (no workers on a CPU) stands
+    for the key it was asked for; one that measured nothing ends that key's branch."""
+    asked: dict[str, Ceiling] = {}
+    known = dict(schema.read_ceilings(study))
+    while (job := rank_mod.next_job(grid, known)) is not None:
+        kind, knobs = job
+        found = ceilings_mod.ceilings_of(plan, study, knobs, view, inputs, kinds=(kind,))
+        got, key = getattr(found, kind) if found is not None else None, key_of(kind, knobs)
+        asked[f"{kind}|{key}"] = got if got is not None else Ceiling(kind, key, Status.ERROR, "not measured")
+        known = {**asked, **schema.read_ceilings(study)}
+    return known
 
 
 def _longest_s(plan: SearchPlan) -> float:

@@ -32,6 +32,7 @@ def _config(data, tmp_path, trials=3):
         quality="off", trials=trials, repeats=0, steps=3, warmup=1,
         warm=False,  # no warm worker: with the faked jobs below, no process starts at all
         ends=False,  # nor the ends' validation timing (a real job)
+        ceiling_rank="off",  # nor a ranking's ceiling jobs: the trials alone are counted here
     )
 
 

@@ -26,9 +26,14 @@ def _space(**sampled: tuple[object, ...]) -> Space:
 
 def _known(data: dict[tuple[int, str], float], compute: dict[str, float], grid: list[Knobs]) -> dict[str, Ceiling]:
     """Ceilings by ``kind|key`` for the grid: data by (workers, cache), compute by model."""
+    return _ceilings(grid, lambda k: data[(k.workers, k.cache)], lambda k: compute[k.model])
+
+
+def _ceilings(grid, data, compute) -> dict[str, Ceiling]:
+    """Ceilings by ``kind|key`` for the grid, their images/s from ``data(knobs)`` and ``compute(knobs)``."""
     known = {}
     for k in grid:
-        for kind, speed in (("data", data[(k.workers, k.cache)]), ("compute", compute[k.model])):
+        for kind, speed in (("data", data(k)), ("compute", compute(k))):
             key = key_of(kind, k)
             known[f"{kind}|{key}"] = Ceiling(kind, key, Status.OK, "", speed, 0.02, 10, 3.0)
     return known
@@ -43,13 +48,12 @@ def test_the_space_is_enumerated_and_needs_one_job_per_ceiling_key():
     assert rank.configs(_space(workers=tuple(range(17)), batch=tuple(range(1, 17)), imgsz=tuple(range(32, 672, 32)))) is None
 
 
-def test_auto_ranks_only_when_the_ceiling_jobs_are_few():
-    assert rank.skip_mode("auto", 48, 14, 20) is None
-    assert "not few beside its configs" in (rank.skip_mode("auto", 12, 8, 20) or "")
-    assert "budget of 6 trials" in (rank.skip_mode("auto", 48, 14, 6) or "")
-    assert rank.skip_mode("on", 12, 8, 6) is None  # forced
-    assert "off" in (rank.skip_mode("off", 48, 14, 20) or "")
-    assert "nothing to rank" in (rank.skip_mode("on", 2, 3, 20) or "")
+def test_auto_ranks_only_a_space_larger_than_the_budget():
+    assert rank.skip_mode("auto", 48, 20) is None
+    assert "fit the budget of 20 trials" in (rank.skip_mode("auto", 12, 20) or "")
+    assert rank.skip_mode("on", 12, 20) is None  # forced
+    assert "off" in (rank.skip_mode("off", 48, 20) or "")
+    assert "nothing to rank" in (rank.skip_mode("on", 2, 20) or "")
 
 
 def test_bounds_rank_the_grid_and_the_baseline_is_not_enqueued_again():
@@ -65,8 +69,49 @@ def test_bounds_rank_the_grid_and_the_baseline_is_not_enqueued_again():
     assert [b for _, b in ranking.enqueued] == [pytest.approx(30.0), pytest.approx(22.22, abs=0.01)]
     assert ranking.enqueued[0][0].cache == "none" and ranking.enqueued[0][0].workers == 2
     assert Ranking.from_dict(ranking.to_dict()) == ranking
-    partial = rank.rank(grid, {k: v for k, v in known.items() if "yolov5s" not in k}, 3)
-    assert partial.space_bound is None  # a config without both ceilings: the space has no bound
+    # yolov5s's compute ceilings unknown: yolov5n's bound them (less work per image), the space keeps its bound
+    assert rank.rank(grid, {k: v for k, v in known.items() if "yolov5s" not in k}, 3).space_bound == pytest.approx(50.0)
+    # yolov5n's unknown and a data ceiling too: that config has nothing to bound it, nor has the space
+    partial = {k: v for k, v in known.items() if "yolov5n" not in k and "workers=2 cache=ram" not in k}
+    assert rank.rank(grid, partial, 3).space_bound is None
+
+
+def test_less_work_per_image_bounds_the_compute_ceiling_of_more():
+    n64, s96 = Knobs(model="yolov5n", imgsz=64), Knobs(model="yolov5s", imgsz=96)
+    assert rank.less_work(n64, s96) and not rank.less_work(s96, n64)
+    assert rank.less_work(Knobs(model="yolov5n", imgsz=96, freeze=10), Knobs(model="yolov5n", imgsz=96, freeze=0))
+    assert not rank.less_work(Knobs(model="yolov5n", imgsz=128), Knobs(model="yolov5s", imgsz=96))  # no order: imgsz larger
+    assert not rank.less_work(n64, Knobs(model="yolov5s", imgsz=96, batch=8))  # another batch: not comparable
+    assert not rank.less_work(n64, Knobs(model="yolov5s", imgsz=96, amp=False))  # nor another precision
+    assert not rank.less_work(Knobs(model="own.yaml", imgsz=64), s96)  # a model file has no scale
+
+
+def test_branch_and_bound_measures_only_the_ceilings_that_can_change_the_top():
+    """A known truth answers each job: the search measures 5 of the 8 ceiling jobs and still finds the top bound."""
+    grid = rank.configs(_space(model=("yolov5n", "yolov5s"), imgsz=(64, 96), cache=("none", "ram")))
+    assert grid is not None and len(grid) == 8
+    compute = {("yolov5n", 64): 100.0, ("yolov5n", 96): 60.0, ("yolov5s", 64): 40.0, ("yolov5s", 96): 25.0}
+    data = {"none": 30.0, "ram": 500.0}
+    known: dict[str, Ceiling] = {}
+    jobs = []
+    while (job := rank.next_job(grid, known)) is not None:
+        kind, knobs = job
+        key = key_of(kind, knobs)
+        assert f"{kind}|{key}" not in known  # never the same job twice
+        speed = compute[(knobs.model, knobs.imgsz)] if kind == "compute" else data[knobs.cache]
+        known[f"{kind}|{key}"] = Ceiling(kind, key, Status.OK, "", speed, 0.02, 10, 3.0)
+        jobs.append((kind, knobs.model, knobs.imgsz, knobs.cache if kind == "data" else ""))
+    assert jobs[0] == ("compute", "yolov5n", 64, "")  # least work first: it bounds every other compute ceiling
+    assert len(jobs) < len(rank.representatives(grid)) == 8
+    truth = {k: rank.bound_of(k, {**known, **_every(grid, compute, data)}) for k in grid}
+    top = max(truth, key=lambda k: truth[k] or 0.0)
+    ranking = rank.rank(grid, known, 1)
+    assert ranking.enqueued[0][0] == top and ranking.space_bound == pytest.approx(truth[top])
+    assert ranking.jobs == len(jobs) and "of the 8 ceiling jobs" in ranking.message
+
+
+def _every(grid: list[Knobs], compute: dict[tuple[str, int], float], data: dict[str, float]) -> dict[str, Ceiling]:
+    return _ceilings(grid, lambda k: data[k.cache], lambda k: compute[(k.model, k.imgsz)])
 
 
 def test_a_config_whose_bound_cannot_reach_the_best_is_hopeless():
