@@ -67,8 +67,7 @@ def bound(ceilings: Ceilings, workers: int) -> float | None:
 
 def bound_of(knobs: Knobs, known: Mapping[str, Ceiling]) -> float | None:
     """``knobs``' bound from the ceilings known by ``kind|key`` (None unless both are known and ok)."""
-    found = Ceilings(known.get(f"data|{key_of('data', knobs)}"), known.get(f"compute|{key_of('compute', knobs)}"))
-    return bound(found, knobs.workers)
+    return bound(Ceilings(known.get(_name("data", knobs)), known.get(_name("compute", knobs))), knobs.workers)
 
 
 Kind = Literal["data", "compute"]
@@ -95,7 +94,7 @@ def upper(knobs: Knobs, known: Mapping[str, Ceiling], by_less_work: Sequence[Cei
     """The most ``knobs`` could train at on what is known: its bound where both ceilings are known; else an unknown
     data ceiling counts as unbounded and an unknown compute ceiling as the least one of the configs doing less work
     (``by_less_work``, measured ok: within its noise, as the stop compares bounds); inf where nothing bounds it."""
-    data, compute = known.get(f"data|{key_of('data', knobs)}"), known.get(f"compute|{key_of('compute', knobs)}")
+    data, compute = known.get(_name("data", knobs)), known.get(_name("compute", knobs))
     d = data.images_per_s if data is not None and data.ok and data.images_per_s else math.inf
     if compute is not None and compute.ok and compute.images_per_s:
         c = compute.images_per_s
@@ -109,7 +108,7 @@ def upper(knobs: Knobs, known: Mapping[str, Ceiling], by_less_work: Sequence[Cei
 def _missing(knobs: Knobs, known: Mapping[str, Ceiling]) -> Kind | None:
     """The ceiling of ``knobs`` not yet tried (compute first: it bounds more configs), None when both were."""
     kinds: tuple[Kind, ...] = ("compute", "data")
-    return next((kind for kind in kinds if f"{kind}|{key_of(kind, knobs)}" not in known), None)
+    return next((kind for kind in kinds if _name(kind, knobs) not in known), None)
 
 
 def _work(knobs: Knobs) -> tuple[int, int, int, int]:
@@ -120,9 +119,18 @@ def _work(knobs: Knobs) -> tuple[int, int, int, int]:
 
 def uppers(grid: Sequence[Knobs], known: Mapping[str, Ceiling]) -> list[float]:
     """:func:`upper` of every config of ``grid`` on the ``known`` ceilings (a compute ceiling bounding the configs that do more work)."""
-    computes = [(k, known.get(f"compute|{key_of('compute', k)}")) for k in grid]
-    measured = {key_of("compute", k): (k, c) for k, c in computes if c is not None and c.ok}
-    return [upper(k, known, [c for a, c in measured.values() if less_work(a, k)]) for k in grid]
+    by_family: dict[str, dict[str, tuple[Knobs, Ceiling]]] = {}
+    for k in grid:
+        c = known.get(_name("compute", k))
+        if c is not None and c.ok:
+            by_family.setdefault(_family(k), {})[_name("compute", k)] = (k, c)
+    return [upper(k, known, [c for a, c in by_family.get(_family(k), {}).values() if less_work(a, k)]) for k in grid]
+
+
+@functools.lru_cache(maxsize=65536)
+def _name(kind: Kind, knobs: Knobs) -> str:
+    """``kind|key`` of ``knobs``' ceiling, as a study keeps it."""
+    return f"{kind}|{key_of(kind, knobs)}"
 
 
 def next_job(grid: Sequence[Knobs], known: Mapping[str, Ceiling]) -> tuple[Kind, Knobs] | None:

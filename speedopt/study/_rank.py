@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from speedopt.knobs import Knobs, knobs_text
 
-RankMode = Literal["auto", "on", "off"]  # --ceiling-rank: rank when the ceiling jobs are few, always, never
+RankMode = Literal["auto", "on", "off"]  # --ceiling-rank: rank a space larger than the budget, always, never
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Ranking:
     """What ranking a study's space by its ceilings did: its bounds, the configs it enqueued, or why it did not run."""
 
     configs: int  # configs in the space (0: too many to enumerate)
-    jobs: int  # ceiling jobs it needs (measured, when ``ran``)
+    jobs: int  # ceiling jobs it needs (those measured, when ``ran``: the branch and bound runs fewer)
     ran: bool
     message: str  # one line: what was done, or why not
     enqueued: tuple[tuple[Knobs, float], ...] = ()  # measured first, highest bound first
