@@ -24,8 +24,9 @@ costs nothing) and a memory fit's short trials find no peak. The plan reads a sm
 
 Printed per table: the share of seeds whose pick (the finals' recommendation, or the baseline) has a mean
 images/s within 5% of the best config's mean; the median of the search's cost over the grid's (the grid:
-each config measured once, at its mean wall time); and the median cost by stage. Goals (issue 30): a pick
-within 5% in at least 90% of seeds, at a median cost of at most 35% of the grid's.
+each config measured once, at its mean wall time); and the median cost by stage. Goals (issue 47): on a table of
+at least 100 configs, a pick within 5% in at least 90% of seeds at a median cost of at most 25% of the grid's; on
+the compute table, a pick within 5% in at least 80%.
 
     python benchmarks/replay.py --measure data [--repeats 3]     # 18 configs: about 30 min on 2 CPU cores
     python benchmarks/replay.py --measure mixed                  # 108 configs + 72 ceilings: about 2 h (resumable:
