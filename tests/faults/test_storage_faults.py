@@ -356,8 +356,9 @@ def test_ctrl_c_at_the_baseline_is_one_line_and_the_rerun_retries_the_baseline(f
     data = faults.dataset()
     url = f"sqlite:///{faults.work}/s.db"
     # --repeats 2: the rerun's finals must name the baseline that actually ran.
+    # --ceiling-rank off: the ranking's enqueued config would take trial 1's number from the baseline's retry.
     args = ["search", "--data", str(data), "--storage", url, "--study", "cc", "--trials", "2", "--repeats", "2",
-            "--finalists", "1", "--no-ablation", *EVERY_CONFIG, *TINY]
+            "--finalists", "1", "--no-ablation", "--ceiling-rank", "off", *EVERY_CONFIG, *TINY]
     env = {**os.environ, "TMPDIR": str(faults.tmp), "PYTHONUNBUFFERED": "1", **_env(faults)}
     proc = subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
