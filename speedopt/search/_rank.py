@@ -8,11 +8,12 @@ short jobs bound all N configs of a space. Three uses, Optuna staying the study'
 - **ranking** (``--ceiling-rank``): before the trials the space is bounded branch and bound
   (:func:`next_job`): the config with the highest bound still open gets its missing ceiling measured, until the best
   config's bound reaches every open config's; a compute ceiling also bounds every config that does more work per
-  image (a larger model scale or imgsz, every other compute knob alike: :func:`less_work`), so most of the J jobs
-  never run. The configs with the highest bounds are then enqueued right after the baseline (Optuna runs enqueued
+  image (a larger model scale or imgsz, fewer layers frozen, every other compute knob alike: :func:`less_work`), so
+  most of the J jobs never run. The configs with the highest bounds are then enqueued right after the baseline (Optuna runs enqueued
   trials first, then samples);
-- **a bound for the space** (:mod:`speedopt.search._stop`): with every config bounded, the search stops once its best config reaches
-  ``--stop-at-ceiling`` of the highest bound of any config it could still try, whichever knobs it varies;
+- **a bound for the space** (:mod:`speedopt.search._stop`): with every config bounded (by its own ceilings, or a config
+  doing less work), the search stops once its best config's bound is within the noise of the highest bound of any
+  config it could still try, whichever knobs it varies;
 - **skipping** (:mod:`speedopt.search._stop`; whenever both ceilings of a proposed config are known, ranked or not): a config whose
   bound is below (1 - ``--prune-margin``) x the best measured images/s cannot catch up; it is pruned
   before it runs, as the pruner would have after a few steps.
