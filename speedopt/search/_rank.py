@@ -177,7 +177,8 @@ def rank(grid: Sequence[Knobs], known: Mapping[str, Ceiling], first: int, skip: 
     jobs, needed = len(_tried(grid, known)), len(representatives(grid))
     message = (
         f"ranked {len(grid)} configs by their ceilings ({jobs} of the {needed} ceiling jobs they need measured, "
-        f"{len(bounded)} configs bounded by both of theirs, the rest by a config doing less work"
+        + (f"{len(bounded)} configs bounded by both of theirs, the rest by a config doing less work" if len(bounded) < len(grid)
+           else "every config bounded by both of its own")
         + (f"; the highest bound {space_bound:.1f} images/s" if space_bound is not None else "")
         + f"): the {len(enqueued)} highest are measured first"
     )
