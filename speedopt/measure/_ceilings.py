@@ -222,9 +222,9 @@ def measure_ceilings(
     run: Measure,
     known: Mapping[str, Ceiling] | None = None,
     save: Callable[[str, Ceiling], None] = lambda name, ceiling: None,
-    kinds: tuple[CeilingKind, ...] = KINDS,
+    kinds: tuple[CeilingKind, ...] | None = None,
 ) -> Ceilings:
     """The ceilings of ``knobs`` (both, or ``kinds``; give them as they run: the lookup is by their key): taken from
     ``known`` (by ``kind|key``) when measured ok before, else measured now and handed to ``save``."""
-    found = {kind: _found_or_measured(kind, kind, knobs, prepare, run, known, save) for kind in kinds}
+    found = {kind: _found_or_measured(kind, kind, knobs, prepare, run, known, save) for kind in kinds or KINDS}
     return Ceilings(found.get("data"), found.get("compute"))

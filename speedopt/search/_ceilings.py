@@ -25,7 +25,6 @@ from speedopt.study import schema
 if TYPE_CHECKING:
     import optuna
 
-KINDS: tuple[Kind, ...] = ("data", "compute")
 Prepare = Callable[[Knobs], "TrialRequest | TrialResult"]
 Measure = Callable[[TrialRequest], TrialResult]
 
@@ -36,7 +35,7 @@ def of_config(study: optuna.Study, knobs: Knobs) -> Ceilings:
     return Ceilings(found.get(f"data|{key_of('data', knobs)}"), found.get(f"compute|{key_of('compute', knobs)}"))
 
 
-def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] = KINDS) -> Ceilings:
+def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] | None = None) -> Ceilings:
     """The ceilings of ``knobs`` (as run; both, or ``kinds``): found in the study, or measured now and stored there at once."""
 
     def save(name: str, ceiling: Ceiling) -> None:
@@ -46,7 +45,7 @@ def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: 
 
 
 def ceilings_of(
-    plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs, kinds: tuple[Kind, ...] = KINDS
+    plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs, kinds: tuple[Kind, ...] | None = None
 ) -> Ceilings | None:
     """The ceilings of ``knobs`` (as run; both, or ``kinds``), found in the study or measured now (None: the engine
     has none, or a multi-GPU config: ceilings are measured on one GPU)."""

@@ -191,14 +191,14 @@ def _bounded(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs, 
     """The grid's ceilings, branch and bound (:func:`~speedopt.search._rank.next_job`): measured one by one, each
     stored at once. Known by the key as asked: a job the trainer ran with other knobs (no workers on a CPU) stands
     for the key it was asked for; one that measured nothing ends that key's branch."""
-    asked: dict[str, Ceiling] = {}
     known = dict(schema.read_ceilings(study))
     while (job := rank_mod.next_job(grid, known)) is not None:
         kind, knobs = job
         found = ceilings_mod.ceilings_of(plan, study, knobs, view, inputs, kinds=(kind,))
         got, key = getattr(found, kind) if found is not None else None, key_of(kind, knobs)
-        asked[f"{kind}|{key}"] = got if got is not None else Ceiling(kind, key, Status.ERROR, "not measured")
-        known = {**asked, **schema.read_ceilings(study)}
+        known[f"{kind}|{key}"] = got if got is not None else Ceiling(kind, key, Status.ERROR, "not measured")
+        if got is not None:
+            known[f"{kind}|{got.key}"] = got  # as run, as the study keeps it
     return known
 
 

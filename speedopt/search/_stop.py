@@ -345,6 +345,13 @@ def space_fault(images_per_s: float, ranking: Ranking | None, ci_rel: float | No
     )
 
 
+def _too_late(plan: SearchPlan, study: optuna.Study, knobs: Knobs) -> bool:
+    """Measuring the ceilings ``knobs`` still misses would cost as many jobs as the trials a stop could save."""
+    known = schema.read_ceilings(study)
+    missing = sum(f"{kind}|{key_of(kind, knobs)}" not in known for kind in ("data", "compute"))
+    return missing > 0 and plan.protocol.trials - spent(study) <= missing
+
+
 def _own_bound(
     plan: SearchPlan, study: optuna.Study, best: TrialRecord, ranking: Ranking | None, ceilings_of: Callable[[Knobs], Ceilings | None]
 ) -> float | None:
@@ -353,10 +360,8 @@ def _own_bound(
     trials left outnumber them (a measured speed against a bound would carry the serial bound's bias)."""
     if ranking is None or not ranking.ran or ranking.space_bound is None:
         return None
-    known = schema.read_ceilings(study)
-    own = rank_mod.bound_of(best.config, known)
-    missing = sum(f"{kind}|{key_of(kind, best.config)}" not in known for kind in ("data", "compute"))
-    if own is not None or plan.protocol.trials - spent(study) <= missing:
+    own = rank_mod.bound_of(best.config, schema.read_ceilings(study))
+    if own is not None or _too_late(plan, study, best.config):
         return own
     found = ceilings_of(best.config)
     return None if found is None else rank_mod.bound(found, best.config.workers)
@@ -398,10 +403,7 @@ def stop_at_ceiling(
             view.note(fault)
         if (sampled & _acting_on("data") and sampled & _acting_on("compute")) or "gpus" in sampled:
             return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
-        known = schema.read_ceilings(study)
-        missing = sum(f"{kind}|{key_of(kind, best.config)}" not in known for kind in ("data", "compute"))
-        left = plan.protocol.trials - spent(study)
-        if missing and left <= missing:
+        if _too_late(plan, study, best.config):
             return  # measuring them costs as many jobs as stopping could save: their answer changes nothing
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
         found = ceilings_of(best.config)
