@@ -42,6 +42,8 @@ PROBE_GROW_S = 600.0
 PROBE_MAX_SEEDS = 8
 #: The most one probe may train, as a share of the user's run (--epochs x train images): a probe is not a training run.
 PROBE_SHARE = 0.05
+#: The stated risk: the chance a recommended accuracy change loses more than --max-map-loss (docs/accuracy.md).
+ACCURACY_RISK = 0.10
 #: Seconds between a running trial's heartbeats in an RDB storage, and without one before the trial is failed
 #: (and retried): a worker's grace before it leaves a study short of its target, a claim's before it is taken over.
 HEARTBEAT_S = 5

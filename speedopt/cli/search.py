@@ -58,9 +58,11 @@ QUALITY = (
     "scratch) and validates mAP50-95 on the val split, once per seed. The baseline is probed first: if its "
     "probes learned too little (mAP50-95 under 0.05) the budget grows (--probe-grow) and, if it still learns "
     "nothing, every other signature is 'unknown' and never recommended. A candidate is probed on the baseline's "
-    "seeds and judged from the per-seed differences: kept when the upper end of their one-sided 90% Student-t "
-    "interval is within --max-map-loss, lost when its lower end is beyond it; while it straddles, the seeds double "
-    "(up to 8), then the budget grows. No probe trains more than --probe-share of your run (--epochs x train "
+    "seeds and screened from the per-seed differences: lost when the lower end of their one-sided 90% Student-t "
+    "interval is beyond --max-map-loss; while it straddles, the seeds double (up to 8), then the budget grows. What "
+    "screening keeps is confirmed on fresh seeds at the longest probe within --probe-share (at least twice as long), "
+    "at its share of --risk, and kept only when the loss there, carried on to your --epochs where it grows with the "
+    "probe's length, is within --max-map-loss; otherwise it is 'unknown'. No probe trains more than --probe-share of your run (--epochs x train "
     "images), and a candidate is probed only while its estimated probes cost less than its measured speedup "
     "would save over that run: the search says both before the probes run. Probes run lazily (only for a trial "
     "fast enough to become the best feasible one) and are cached in the storage for every worker and later study "
@@ -173,6 +175,12 @@ def _add_quality(parser: argparse.ArgumentParser) -> None:
         help="the most one probe may train, as a share of your run (--epochs x train images): the budget never grows "
         f"past it (default {100 * defaults.PROBE_SHARE:g}%%)",
     )
+    quality.add_argument(
+        "--risk", type=fraction(low_open=True, high_open=True), default=defaults.ACCURACY_RISK, metavar="P",
+        help="the chance you accept that a recommended change of model, imgsz, batch, freeze or amp loses more than "
+        "--max-map-loss over your run, over every candidate the search judged: what screening keeps is confirmed on "
+        f"fresh seeds at a longer probe, each confirmation spending half the risk left (default {100 * defaults.ACCURACY_RISK:g}%%)",
+    )
 
 
 def _add_extras(parser: argparse.ArgumentParser) -> None:
@@ -251,7 +259,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, probe_seeds=args.probe_seeds, probe_grow_s=args.probe_grow,
-        probe_share=args.probe_share, epochs=args.epochs,
+        probe_share=args.probe_share, accuracy_risk=args.risk, epochs=args.epochs,
         warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
         ends=not args.no_report,

@@ -60,7 +60,7 @@ from speedopt.engines._common import (
 )
 from speedopt.engines._flops import forward_gflops
 from speedopt.engines._silent import reject, silent_changes
-from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes
+from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes, miniature
 from speedopt.engines._ultralytics_labels import patch_labels
 from speedopt.engines._ultralytics_settings import apply_settings, settings_env
 from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
@@ -401,6 +401,7 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "device": run.device,
         "epochs": run.epochs,
         "fraction": run.fraction,
+        **miniature(run.epochs, run.run_epochs),  # the user's run in miniature: its warm-up and closing shares
 
         "seed": run.seed,
         # Always on in a probe, whatever the knob: the judge compares candidate and baseline seed by seed, and a

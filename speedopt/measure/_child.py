@@ -78,7 +78,7 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
         saved = f", saved the checkpoint in {save_s:.2f} s" if save_s is not None else ""
         return f"validated {images} images in {seconds:.2f} s{saved}"
     assert isinstance(job, ProbeJob)
-    probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights)
+    probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights, job.run_epochs)
     scores = engine.probe(probe, lambda done, of: publish(phase="epoch", done=done, of=of))
     figures.update(map50=scores.map50, map50_95=scores.map50_95, images=scores.images)
     return f"trained {probe.epochs} epochs on {scores.images} images"

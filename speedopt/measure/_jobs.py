@@ -45,6 +45,7 @@ class ProbeJob(_EngineJob):
     epochs: int = defaults.PROBE_EPOCHS
     fraction: float = defaults.PROBE_FRACTION
     seed: int = 0
+    run_epochs: int = 0  # the user's run the probe is a miniature of (its schedule's shares); 0: the probe's own
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ A budget is *informative* when the baseline's probes learned something (mAP50-95
 :data:`LOW_MAP`, :func:`not_informative`): probes that learned nothing score every signature about
 as little, so they decide nothing. The seeds' own spread is no reason to stay blind: candidate and
 baseline share seeds (data order, augmentation), and the verdict is read from their per-seed
-differences (:func:`paired_loss`), whose spread is what matters.
+differences (:mod:`speedopt.quality._rule`), whose spread is what matters.
 
 A budget grows along one ladder (:meth:`ProbeBudget.grown`): epochs double up to four times what was
 asked, then the fraction of the train set doubles up to all of it, then epochs double again. It never
@@ -14,13 +14,10 @@ x train images by default), whatever else allows it.
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
 
 LOW_MAP = 0.05  # below this baseline mAP50-95 a probe cannot tell signatures apart
-#: One-sided confidence of each bound of the loss's interval: a verdict at a true loss exactly on the
-#: allowed one is wrong at most 1 - this per look (normal per-seed differences); docs/accuracy.md.
+#: One-sided confidence of a screening look's bounds (:data:`speedopt.quality._rule.SCREEN_CONFIDENCE`).
 CONFIDENCE = 0.9
 
 
@@ -72,17 +69,3 @@ def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
     from scipy.special import stdtrit
 
     return float(stdtrit(n - 1, confidence))
-
-
-def paired_loss(baseline: tuple[float, ...], candidate: tuple[float, ...]) -> tuple[float, float]:
-    """The mAP loss and its interval's half-width, from probes paired seed by seed.
-
-    The loss is the mean of the per-seed differences (baseline - candidate); the half-width is the one-sided
-    :data:`CONFIDENCE` Student-t bound of that mean (t x standard error; with two seeds 3.08 x half the two
-    differences' distance). Its ends decide (:func:`~speedopt.quality._policy.accuracy_verdict`).
-    """
-    if len(baseline) != len(candidate) or len(baseline) < 2:
-        raise ValueError("paired probes need the same seeds, at least two")
-    diffs = [b - c for b, c in zip(baseline, candidate, strict=True)]
-    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
-    return statistics.fmean(diffs), t_quantile(len(diffs)) * se

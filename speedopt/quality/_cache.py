@@ -53,9 +53,13 @@ class ProbeResult:
         return cls(**values)
 
 
-def cache_key(dataset_id: str, sig: dict[str, Any], policy: Policy, seed: int, engine: str) -> str:
-    """The entry of one signature's probe under one budget and seed."""
-    material = json.dumps([dataset_id, sig, policy.epochs, policy.fraction, policy.weights_id, seed, engine], sort_keys=True)
+def cache_key(dataset_id: str, sig: dict[str, Any], policy: Policy, seed: int, engine: str, run_epochs: int = 0) -> str:
+    """The entry of one signature's probe under one budget and seed; ``run_epochs``: the run a probe longer than its own
+    schedule is a miniature of (its warm-up and closing epochs depend on it), 0 for a probe of the trainer's own."""
+    parts: list[Any] = [dataset_id, sig, policy.epochs, policy.fraction, policy.weights_id, seed, engine]
+    if run_epochs > policy.epochs:
+        parts.append(f"miniature of {run_epochs}")
+    material = json.dumps(parts, sort_keys=True)
     return "probe:" + hashlib.sha256(material.encode()).hexdigest()[:20]
 
 

@@ -6,16 +6,14 @@ The baseline signature is probed first, on every seed of the policy. When its pr
 (:func:`~speedopt.quality._budget.not_informative`) the budget grows, within ``--probe-grow`` and the
 share of the run a probe may train; if they still learn nothing, every candidate whose accuracy knobs
 differ is *unknown* without a probe of its own. Otherwise a candidate is probed on the baseline's seeds
-and judged from its per-seed differences (:func:`~speedopt.quality._budget.paired_loss`), in *looks*:
-kept when the interval's upper end is within the allowed loss, lost when its lower end is beyond it
-(:func:`~speedopt.quality._policy.accuracy_verdict`); while it straddles, the look is repeated with
-twice the seeds (up to the policy's most), then at the next budget up the ladder (within the share cap).
+and judged from its per-seed differences, by the rule of :mod:`speedopt.quality._rule`: screened in looks
+(twice the seeds, then the next budget, while the interval straddles), then what screening keeps confirmed
+on fresh seeds at a longer budget, at its share of the search's stated risk, and carried on to the run's length.
 Each look runs only while it pays (:class:`~speedopt.quality._price.Price`): its estimated probes cost
 less than what the candidate's measured speedup saves over the user's run. Probes are lazy (a signature is
 probed only when its measured throughput could make it the best feasible trial so far) and cached
 (:mod:`speedopt.quality._cache`).
 """
-
 from __future__ import annotations
 
 import time
@@ -28,12 +26,12 @@ from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.measure import JobOutcome, ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
-from speedopt.quality._budget import ProbeBudget, cap_text, not_informative, paired_loss
+from speedopt.quality import _rule as rule
+from speedopt.quality._budget import ProbeBudget, cap_text, not_informative
 from speedopt.quality._cache import ProbeCache, ProbeResult, cache_key
 from speedopt.quality._policy import (
     Feasibility,
     Policy,
-    accuracy_verdict,
     signature,
     signature_text,
     unchecked_knobs,
@@ -104,27 +102,6 @@ class Reference:
     grown: str = ""
 
 
-@dataclass(frozen=True)
-class _Look:
-    """One look at a candidate: its budget and seeds, the probes' per-seed mAP50-95 on both sides, and the loss."""
-
-    budget: ProbeBudget
-    base: tuple[float, ...]
-    cand: tuple[float, ...]
-    map50: float
-    loss: float
-    half: float
-    allowed: float
-
-    @property
-    def mean(self) -> float:
-        return sum(self.cand) / len(self.cand)
-
-    @property
-    def reference(self) -> float:
-        return sum(self.base) / len(self.base)
-
-
 @dataclass
 class Judge:
     """Decides whether a measured config keeps accuracy, probing lazily through the cache."""
@@ -132,12 +109,13 @@ class Judge:
     policy: Policy
     target: ProbeTarget
     baseline: Knobs
-    storage: BaseStorage
+    storage: BaseStorage | None  # None: no probe cache (benchmarks/verdict_error.py)
     owner: str  # who holds the host lock while probing (the study name)
     on_wait: Callable[[str], None] | None = None
     progress: Callable[[TrialProgress], None] | None = None
     note: Callable[[str], None] | None = None  # what judging will cost, said before the probes run
     run: Callable[..., JobOutcome] = run_job  # runs a probe (run_job's signature; a replay substitutes its own)
+    confirmations: int = 0  # confirmations the study started before this judge (each spends half the risk left)
     ran: int = field(default=0, init=False)
     hits: int = field(default=0, init=False)
     spent: dict[str, float] = field(default_factory=dict, init=False)  # wall time of probes run here, by signature
@@ -145,18 +123,27 @@ class Judge:
     _reference: Reference | None = field(default=None, init=False)  # once per process, success or failure
     _seconds: dict[ProbeBudget, list[float]] = field(default_factory=dict, init=False)  # measured probe seconds by budget
     _known: dict[str, ProbeResult] = field(default_factory=dict, init=False)  # results this process already read or ran
+    _keys: dict[tuple[Knobs, int, ProbeBudget], str] = field(default_factory=dict, init=False)  # cache keys, computed once
+    _spreads: dict[ProbeBudget, dict[str, float]] = field(default_factory=dict, init=False)  # each candidate's last spread, by budget
 
     def _probe_knobs(self, knobs: Knobs) -> Knobs:
         # System knobs do not change accuracy: probes load data as fast as this machine allows.
         return Knobs(**signature(knobs), workers=min(8, machine.cpu_cores()), cache="none")
 
     def _key(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> str:
-        sig = signature(knobs)
-        keyed = {**sig, "data": f"resized-{self.target.copy_format}"} if "data" in sig else sig  # jpg and png differ
-        budgeted = replace(self.policy, epochs=budget.epochs, fraction=budget.fraction)
-        return cache_key(self.target.dataset_id, keyed, budgeted, seed, self.target.engine)
+        known = self._keys.get((knobs, seed, budget))
+        if known is None:
+            sig = signature(knobs)
+            keyed = {**sig, "data": f"resized-{self.target.copy_format}"} if "data" in sig else sig  # jpg and png differ
+            budgeted = replace(self.policy, epochs=budget.epochs, fraction=budget.fraction)
+            known = self._keys[(knobs, seed, budget)] = cache_key(
+                self.target.dataset_id, keyed, budgeted, seed, self.target.engine, self.target.run_epochs
+            )
+        return known
 
     def _cached(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> ProbeResult | None:
+        if self.storage is None:  # no storage (a simulation of the rule): nothing cached
+            return None
         if self._cache is None:
             self._cache = ProbeCache(self.storage)
         return self._cache.get(self._key(knobs, seed, budget))
@@ -192,6 +179,7 @@ class Judge:
             epochs=budget.epochs,
             fraction=budget.fraction,
             seed=seed,
+            run_epochs=self.target.run_epochs,
         )
         asked = "" if budget == self.policy.budget else f" ({budget})"
         label = f"probe {signature_text(sig)} seed {seed}{asked}"
@@ -282,34 +270,46 @@ class Judge:
         spent = {k: round(v - spent0.get(k, 0.0), 3) for k, v in self.spent.items() if v > spent0.get(k, 0.0)}
         return replace(verdict, probes_run=self.ran - ran0, cache_hits=self.hits - hits0, probe_seconds=spent)
 
-    def _price(self, knobs: Knobs, budget: ProbeBudget, seeds: int, saving: float | None) -> Price:
-        """The probes a look at ``budget`` with ``seeds`` seeds still needs (cached ones cost nothing), and their
-        time estimated from the probes measured at that budget, or scaled from the largest budget measured."""
-        needed = sum(self._cached(k, seed, budget) is None for seed in range(seeds) for k in (self.baseline, knobs))
-        seconds, basis = None, ""
-        if self._seconds.get(budget):
-            each = sum(self._seconds[budget]) / len(self._seconds[budget])
-            seconds, basis = needed * each, f"{each:.0f} s per probe, as measured at {budget}"
-        elif self._seconds:
-            last = max(self._seconds, key=lambda b: b.size)
-            each = sum(self._seconds[last]) / len(self._seconds[last]) * budget.size / last.size
-            seconds, basis = needed * each, f"{each:.0f} s per probe, scaled from {last} to {budget}"
-        return Price(needed, seconds, basis, saving, self.target.run_epochs)
+    def _price(self, knobs: Knobs, budgets: tuple[ProbeBudget, ...], seeds: tuple[int, ...], saving: float | None) -> Price:
+        """The probes a look at each of ``budgets`` on ``seeds`` still needs (cached ones cost nothing), and their time
+        estimated from the probes measured at that budget, or scaled from the largest budget measured."""
+        needed, total, basis = 0, 0.0, ""
+        for budget in budgets:
+            count = sum(self._cached(k, seed, budget) is None for seed in seeds for k in (self.baseline, knobs))
+            needed += count
+            if self._seconds.get(budget):
+                each = sum(self._seconds[budget]) / len(self._seconds[budget])
+                basis = f"{each:.0f} s per probe, as measured at {budget}"
+            elif self._seconds:
+                last = max(self._seconds, key=lambda b: b.size)
+                each = sum(self._seconds[last]) / len(self._seconds[last]) * budget.size / last.size
+                basis = f"{each:.0f} s per probe, scaled from {last} to {budget}"
+            else:
+                return Price(needed, None, "", saving, self.target.run_epochs)
+            total += count * each
+        return Price(needed, total, basis, saving, self.target.run_epochs)
 
-    def _look(self, knobs: Knobs, budget: ProbeBudget, seeds: int) -> _Look | str:
-        """Probe both sides on ``seeds`` seeds at ``budget`` and pair them; or why a probe failed."""
-        base = [self.score(self.baseline, seed, budget) for seed in range(seeds)]
+    def _look(self, knobs: Knobs, budget: ProbeBudget, seeds: tuple[int, ...]) -> rule.Look | str:
+        """Probe both sides on ``seeds`` at ``budget`` and pair them; or why a probe failed. The look's spread joins
+        the search's at that budget (the floor under every later look's)."""
+        base = [self.score(self.baseline, seed, budget) for seed in seeds]
         bad = next((r for r in base if not r.ok or r.map50_95 is None), None)
         if bad is not None:
             return f"baseline probe ended {bad.status.value}: {bad.message}"
-        runs = [self.score(knobs, seed, budget) for seed in range(seeds)]
+        runs = [self.score(knobs, seed, budget) for seed in seeds]
         failed = next((r for r in runs if not r.ok or r.map50_95 is None), None)
         if failed is not None:
             return f"probe ended {failed.status.value}: {failed.message}"
-        base_maps, maps = tuple(r.map50_95 or 0.0 for r in base), tuple(r.map50_95 or 0.0 for r in runs)
-        loss, half = paired_loss(base_maps, maps)
-        allowed = self.policy.limit.allowed(sum(base_maps) / len(base_maps))
-        return _Look(budget, base_maps, maps, sum(r.map50 or 0.0 for r in runs) / len(runs), loss, half, allowed)
+        look = rule.Look(
+            budget, seeds, tuple(r.map50_95 or 0.0 for r in base), tuple(r.map50_95 or 0.0 for r in runs),
+            sum(r.map50 or 0.0 for r in runs) / len(runs),
+        )
+        self._spreads.setdefault(budget, {})[signature_text(signature(knobs))] = look.sd
+        return look
+
+    def _half(self, look: rule.Look, confidence: float) -> float:
+        """The look's half-width at ``confidence``, its spread floored by the search's looks at its budget."""
+        return rule.half_width(look, confidence, rule.floor(list(self._spreads.get(look.budget, {}).values())))
 
     def _next(self, budget: ProbeBudget, seeds: int) -> tuple[ProbeBudget, int] | None:
         """The look after one that straddles: twice the seeds up to the most, then the next budget (from the
@@ -321,7 +321,7 @@ class Judge:
 
     def _judged(self, knobs: Knobs, ref: Reference, saving: float | None) -> Verdict:
         """The verdict of a candidate: unknown without a probe where the baseline's probes learned nothing; else
-        looks at it, paired with the baseline, until one decides or the next would cost more than it is worth."""
+        screened in looks paired with the baseline, and what screening keeps confirmed on fresh seeds."""
         sig = signature(knobs)
         if ref.map50_95 is None or ref.spread is None or ref.budget is None:
             return Verdict(sig, Feasibility.UNPROBED, reason=f"cannot judge: {ref.why}")
@@ -331,13 +331,29 @@ class Judge:
         )
         if ref.blind:  # a candidate's probe could not say anything: do not run it
             return replace(blank, reason=f"accuracy unknown: {ref.blind}; {_fix(self.policy)}")
-        step: tuple[ProbeBudget, int] | None = (ref.budget, self.policy.seeds)
-        look: _Look | None = None
+        screened = self._screen(knobs, ref, saving)
+        if isinstance(screened, Verdict):
+            return screened
+        look, estimate = screened
+        return self._confirm(knobs, blank, look, ref, saving, estimate)
+
+    def _screen(self, knobs: Knobs, ref: Reference, saving: float | None) -> Verdict | tuple[rule.Look, float | None]:
+        """Screening: looks on the policy's seeds until one decides or the next would cost more than it is worth.
+        A look that screens kept is returned for confirmation (with the probes' estimate so far); any other end is
+        the verdict."""
+        sig = signature(knobs)
+        allowed = self.policy.limit.allowed(ref.map50_95 or 0.0)
+        blank = Verdict(
+            sig, Feasibility.UNKNOWN, allowed=allowed, reference=ref.map50_95, reference_spread=ref.spread,
+            budget=ref.budget, saving_s=saving,
+        )
+        step: tuple[ProbeBudget, int] | None = (ref.budget or self.policy.budget, self.policy.seeds)
+        look: rule.Look | None = None
         estimate: float | None = None
         stop = ""
         while step is not None:
             budget, seeds = step
-            price = self._price(knobs, budget, seeds, saving)
+            price = self._price(knobs, (budget,), tuple(range(seeds)), saving)
             if self.policy.lazy and not price.worth:
                 stop = f"the next look ({price.cost_text()}) would cost more than the decision is worth: {price.saving_text()}"
                 break
@@ -345,33 +361,95 @@ class Judge:
                 estimate = (estimate or 0.0) + (price.seconds or 0.0)
                 if self.note:
                     self.note(f"judging {signature_text(sig)} at {budget}, {seeds} seeds: {price.text()}")
-            seen = self._look(knobs, budget, seeds)
+            seen = self._look(knobs, budget, tuple(range(seeds)))
             if isinstance(seen, str):
                 return replace(blank, feasibility=Feasibility.REJECTED, reason=seen, probe_estimate_s=estimate)
             look = seen
-            if accuracy_verdict(look.loss, look.half, look.allowed) is not Feasibility.UNKNOWN:
+            decided = rule.verdict(look.loss, self._half(look, rule.SCREEN_CONFIDENCE), allowed)
+            if decided is Feasibility.FEASIBLE:
+                return look, estimate
+            if decided is Feasibility.REJECTED:
                 break
             step = self._next(budget, seeds)
             if step is None:
                 stop = f"the most seeds ({self.policy.max_seeds}) at the largest budget within {cap_text(self.policy.share, self.target.run_epochs)}"
-        return self._decided(blank, look, ref, stop, estimate)
-
-    def _decided(self, blank: Verdict, look: _Look | None, ref: Reference, stop: str, estimate: float | None) -> Verdict:
-        """The verdict a candidate's last look gives (unknown, with why it stopped, when it still straddles)."""
         if look is None:  # not one look paid for itself
             return replace(blank, reason=f"accuracy unknown: not probed: {stop}", probe_estimate_s=estimate)
-        decided = accuracy_verdict(look.loss, look.half, look.allowed)
-        within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
-        grown = f"; probe budget {ref.grown}" if ref.grown and look.budget == ref.budget else ""
-        if look.budget != ref.budget:
-            grown = f"; probe budget grown from {self.policy.budget} to {look.budget}"
-        reason = (
-            f"mAP50-95 {look.mean:.4f} vs baseline {look.reference:.4f} on {len(look.cand)} paired seeds: loss {look.loss:.4f} "
-            f"+/- {look.half:.4f} {within} the allowed {look.allowed:.4f}{grown}"
-        )
+        half = self._half(look, rule.SCREEN_CONFIDENCE)
+        decided = rule.verdict(look.loss, half, allowed)
+        reason = _look_text(look, half, allowed, decided, ref, self.policy.budget)
         if decided is Feasibility.UNKNOWN:
             reason = f"accuracy unknown: {reason}; stopped: {stop}; {_fix(self.policy, straddles=True)}"
-        return replace(
-            blank, feasibility=decided, map50=look.map50, map50_95=look.mean, map_loss=look.loss, spread=look.half,
-            allowed=look.allowed, reference=look.reference, budget=look.budget, reason=reason, probe_estimate_s=estimate,
+        return _with_look(replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate), look, half, allowed)
+
+    def _confirm(
+        self, knobs: Knobs, blank: Verdict, short: rule.Look, ref: Reference, saving: float | None, estimate: float | None
+    ) -> Verdict:
+        """Confirmation of a screened candidate on fresh seeds at the longest budget within the share cap, at its share
+        of the search's risk: kept only when the loss's interval there and the loss carried on to the run's length
+        are both within the allowed loss."""
+        sig = signature(knobs)
+        allowed = self.policy.limit.allowed(ref.map50_95 or 0.0)
+        screened = f"screened kept at {short.budget} on {len(short.seeds)} seeds (loss {short.loss:+.4f})"
+        long = rule.confirm_budget(short.budget, self.policy.budget, self.policy.share, self.target.run_epochs)
+        if long is None:
+            why = (
+                f"accuracy unknown: {screened}, but no probe of at least twice that length fits within "
+                f"{cap_text(self.policy.share, self.target.run_epochs)}, so how the loss moves with training cannot be seen; "
+                "lower --probe-epochs or --probe-fraction, or raise --probe-share"
+            )
+            return _with_look(replace(blank, reason=why, probe_estimate_s=estimate), short, 0.0, allowed)
+        risk = rule.confirm_risk(self.policy.risk, self.confirmations)
+        self.confirmations += 1
+        seeds = tuple(range(rule.CONFIRM_SEED0, rule.CONFIRM_SEED0 + rule.CONFIRM_SEEDS))
+        price = self._price(knobs, (short.budget, long), seeds, saving)
+        if self.policy.lazy and not price.worth:
+            why = f"accuracy unknown: {screened}; not confirmed: confirming ({price.cost_text()}) would cost more than the decision is worth: {price.saving_text()}"
+            return _with_look(replace(blank, reason=why, probe_estimate_s=estimate, risk=risk), short, 0.0, allowed)
+        if price.probes:
+            estimate = (estimate or 0.0) + (price.seconds or 0.0)
+            if self.note:
+                self.note(f"confirming {signature_text(sig)} at {short.budget} and {long}, {len(seeds)} fresh seeds, risk {100 * risk:g}%: {price.text()}")
+        looks: list[rule.Look] = []
+        for budget in (short.budget, long):
+            seen = self._look(knobs, budget, seeds)
+            if isinstance(seen, str):
+                return replace(blank, feasibility=Feasibility.REJECTED, reason=seen, probe_estimate_s=estimate, risk=risk)
+            looks.append(seen)
+        fresh, look = looks
+        half = self._half(look, 1 - risk)
+        at_run, growth = rule.run_loss(fresh, look, float(self.target.run_epochs))
+        decided = rule.verdict(look.loss, half, allowed)
+        if decided is Feasibility.FEASIBLE and at_run + half > allowed:
+            decided = Feasibility.UNKNOWN  # within at the probe's length, not carried on to the run's
+        text = _look_text(look, half, allowed, decided, ref, self.policy.budget)
+        grown = (
+            f"; it grew {growth:+.4f} from {fresh.loss:+.4f} at {short.budget}, carried on to your {self.target.run_epochs}-epoch "
+            f"run: {at_run:+.4f}" if growth else ""
         )
+        reason = f"{text}, confirmed on {len(seeds)} fresh seeds at risk {100 * risk:g}% ({screened}){grown}"
+        if decided is Feasibility.UNKNOWN:
+            reason = f"accuracy unknown: {screened}; not confirmed: {text} on {len(seeds)} fresh seeds at risk {100 * risk:g}%{grown}; {_fix(self.policy, straddles=True)}"
+        verdict = replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate, risk=risk, run_loss=at_run)
+        return _with_look(verdict, look, half, allowed)
+
+
+def _look_text(look: rule.Look, half: float, allowed: float, decided: Feasibility, ref: Reference, asked: ProbeBudget) -> str:
+    """``mAP50-95 0.41 vs baseline 0.42 on 4 paired seeds: loss +0.01 +/- 0.005 within the allowed 0.02`` (and how
+    the budget grew)."""
+    within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
+    grown = f"; probe budget {ref.grown}" if ref.grown and look.budget == ref.budget else ""
+    if look.budget != ref.budget:
+        grown = f"; probe budget grown from {asked} to {look.budget}"
+    return (
+        f"mAP50-95 {look.mean:.4f} vs baseline {look.reference:.4f} on {len(look.cand)} paired seeds: loss {look.loss:.4f} "
+        f"+/- {half:.4f} {within} the allowed {allowed:.4f}{grown}"
+    )
+
+
+def _with_look(verdict: Verdict, look: rule.Look, half: float, allowed: float) -> Verdict:
+    """The verdict with the figures of the look it was decided at."""
+    return replace(
+        verdict, map50=look.map50, map50_95=look.mean, map_loss=look.loss, spread=half, allowed=allowed,
+        reference=look.reference, budget=look.budget,
+    )

@@ -42,25 +42,11 @@ class Feasibility(str, enum.Enum):
         return {"feasible": "kept", "rejected": "lost", "unknown": "unknown"}.get(self.value, "not judged")
 
 
-def accuracy_verdict(loss: float, spread: float, allowed: float) -> Feasibility:
-    """kept, lost or unknown, from a probed loss and its interval's half-width ``spread``.
-
-    The loss's interval is ``loss +/- spread`` (:func:`~speedopt.quality._budget.paired_loss`). Kept: the whole interval is within the allowed loss.
-    Lost: the whole interval is beyond it. Unknown: the interval straddles the allowed loss, so the probe
-    cannot say which (a spread wider than the allowed loss makes every small loss unknown).
-    """
-    if loss - spread > allowed:
-        return Feasibility.REJECTED
-    if loss + spread <= allowed:
-        return Feasibility.FEASIBLE
-    return Feasibility.UNKNOWN
-
-
 def signature(knobs: Knobs) -> dict[str, Any]:
     """The knob values that can change the trained model. ``data`` appears only for a prepared copy, so
     a signature on the original images (and every probe cached before the knob existed) is unchanged."""
-    values = knobs.to_dict()
-    return {k: values[k] for k in ACCURACY_KNOBS if k != "data" or values[k] != "original"}
+    values = {k: getattr(knobs, k) for k in ACCURACY_KNOBS}  # flat scalars: what to_dict() gives, without its deep copy
+    return {k: v for k, v in values.items() if k != "data" or v != "original"}
 
 
 def unchecked_knobs(policy: Policy, baseline: Knobs, config: Knobs) -> tuple[str, ...]:
@@ -142,6 +128,9 @@ class Policy:
     neutral: tuple[str, ...] = ()
     #: The most one probe may train, as a share of the user's run (``--epochs`` x train images).
     share: float = defaults.PROBE_SHARE
+    #: The chance the search may take that a recommended accuracy change loses more than allowed (over every look
+    #: and candidate; spent over the confirmations: :mod:`speedopt.quality._rule`).
+    risk: float = defaults.ACCURACY_RISK
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -206,6 +195,7 @@ def make_policy(
     grow_s: float = defaults.PROBE_GROW_S,
     share: float = defaults.PROBE_SHARE,
     run_epochs: int = defaults.EPOCHS,
+    risk: float = defaults.ACCURACY_RISK,
 ) -> Policy:
     """Check the quality options against the dataset and the user's run (``run_epochs``: a probe trains at most
     ``share`` of it); raises UsageError with one line."""
@@ -223,6 +213,8 @@ def make_policy(
         raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds) and at most {MOST_PROBE_SEEDS}, got {seeds}")
     if not 0 <= grow_s <= MOST_GROW_S:
         raise UsageError(f"--probe-grow must be 0 to {MOST_GROW_S:.0f} seconds, got {grow_s}")
+    if not 0 < risk < 1:
+        raise UsageError(f"--risk must be a chance in (0, 1), like 0.1 or 10%, got {risk:g}")
     if not 0 < share <= 1:
         raise UsageError(f"--probe-share must be a share of the run in (0, 1], like 0.05 or 5%, got {share:g}")
     if not ProbeBudget(epochs, fraction).within(share, run_epochs):
@@ -237,5 +229,5 @@ def make_policy(
     path, wid = check_weights(weights) if weights else (None, None)
     return Policy(
         mode=mode, max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s,
-        seeds=seeds, grow_s=grow_s, share=share,
+        seeds=seeds, grow_s=grow_s, share=share, risk=risk,
     )

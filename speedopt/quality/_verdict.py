@@ -40,6 +40,8 @@ class Verdict:
     probe_seconds: dict[str, float] = field(default_factory=dict)
     probe_estimate_s: float | None = None  # what its probes were estimated to cost before they ran
     saving_s: float | None = None  # what its measured speedup would save over the user's run (estimate)
+    risk: float | None = None  # the share of the search's stated risk its confirmation spent (None: never confirmed)
+    run_loss: float | None = None  # the loss its confirmation predicts at the run's length (None: never confirmed)
 
     def constraint(self) -> float:
         """Optuna constraint value (<= 0 feasible): the loss's upper end (loss + spread) minus the allowed loss
@@ -48,7 +50,7 @@ class Verdict:
             return 1.0  # never the best: nobody could tell whether it keeps accuracy
         if self.map_loss is None or self.allowed is None:
             return 1.0 if self.feasibility is Feasibility.REJECTED else 0.0
-        return self.map_loss + (self.spread or 0.0) - self.allowed
+        return max(self.map_loss, self.run_loss if self.run_loss is not None else self.map_loss) + (self.spread or 0.0) - self.allowed
 
     def attrs(self) -> dict[str, Any]:
         """The trial user attrs recording this verdict (``feasible``: true, false or "unknown")."""
@@ -69,6 +71,8 @@ class Verdict:
             "probe_seconds": dict(self.probe_seconds),
             "probe_estimate_s": self.probe_estimate_s,
             "saving_s": self.saving_s,
+            "confirm_risk": self.risk,
+            "run_map_loss": self.run_loss,
             "probes_run": self.probes_run,
             "probe_cache_hits": self.cache_hits,
             "quality_reason": self.reason,

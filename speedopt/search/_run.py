@@ -112,6 +112,7 @@ def _search(
     judge = Judge(
         p.quality, target, p.baseline, storage,
         plan.study_name, on_wait=view.note, progress=view.trial_progress, note=view.price, run=runner.job,
+        confirmations=sum(r.confirm_risk is not None for r in records(study)),  # each spent half the risk left
     )
     one_trial = interrupts.guard(guarded(objective(plan, view, judge, inputs, clock), p.trials))
     if plan.create:

@@ -77,6 +77,8 @@ class TrialRecord:
     probe_seconds: dict[str, float] = field(default_factory=dict)  # wall time of the probes it ran, by signature
     probe_estimate_s: float | None = None  # what those probes were estimated to cost before they ran
     saving_s: float | None = None  # what its measured speedup would save over the user's run (estimate)
+    confirm_risk: float | None = None  # the share of the stated risk its confirmation spent (None: never confirmed)
+    run_map_loss: float | None = None  # the loss its confirmation predicts at the run's length
     probes_run: int = 0
     probe_cache_hits: int = 0
     quality_reason: str = ""
@@ -133,6 +135,8 @@ class TrialRecord:
             probe_seconds=_seconds(attrs.get("probe_seconds")),
             probe_estimate_s=_number(attrs.get("probe_estimate_s")),
             saving_s=_number(attrs.get("saving_s")),
+            confirm_risk=_number(attrs.get("confirm_risk")),
+            run_map_loss=_number(attrs.get("run_map_loss")),
             probes_run=int(attrs.get("probes_run") or 0),
             probe_cache_hits=int(attrs.get("probe_cache_hits") or 0),
             quality_reason=str(attrs.get("quality_reason") or ""),

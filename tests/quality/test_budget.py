@@ -13,8 +13,9 @@ from speedopt.cli._progress import accuracy_text
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
-from speedopt.quality._budget import not_informative, paired_loss, t_quantile
+from speedopt.quality._budget import not_informative, t_quantile
 from speedopt.quality._price import Price, rough, saving_s
+from speedopt.quality._rule import CONFIRM_SEED0, CONFIRM_SEEDS
 from speedopt.status import Status
 
 
@@ -35,14 +36,9 @@ def test_only_a_probe_that_learned_nothing_is_blind():
     assert not_informative(0.08) == ""  # seeds that disagree are no reason: the paired differences decide
 
 
-def test_the_paired_loss_is_the_mean_difference_with_a_one_sided_90_percent_t_bound():
-    loss, half = paired_loss((0.30, 0.32), (0.28, 0.31))  # differences 0.02 and 0.01: standard error 0.005
-    assert loss == pytest.approx(0.015) and half == pytest.approx(3.0777 * 0.005, rel=1e-3)  # t(0.9, 1 df) = 3.078
-    loss, half = paired_loss((0.3, 0.3, 0.3), (0.29, 0.28, 0.27))  # differences 0.01, 0.02, 0.03: sd 0.01
-    assert loss == pytest.approx(0.02) and half == pytest.approx(1.8856 * 0.01 / 3**0.5, rel=1e-3)
-    assert t_quantile(10) == pytest.approx(1.383, rel=1e-3)  # ten seeds: 9 degrees of freedom
-    with pytest.raises(ValueError):
-        paired_loss((0.3,), (0.2,))
+def test_t_quantile_is_students_one_sided_point():
+    assert t_quantile(2) == pytest.approx(3.0777, rel=1e-3) and t_quantile(10) == pytest.approx(1.383, rel=1e-3)
+    assert t_quantile(8, 0.95) == pytest.approx(1.8946, rel=1e-3)
 
 
 def test_a_look_is_priced_from_measured_probes_and_runs_only_while_it_pays():
@@ -58,8 +54,9 @@ def test_a_look_is_priced_from_measured_probes_and_runs_only_while_it_pays():
 
 @dataclass
 class Scripted(quality.Judge):
-    """A Judge whose probes answer from ``maps`` (signature imgsz, epochs) -> per-seed mAP50-95, each taking ``cost``
-    seconds per epoch x fraction; ``asked`` records every probe it ran (answers are cached, as the storage would)."""
+    """A Judge whose probes answer from ``maps`` (signature imgsz, epochs) -> per-seed mAP50-95 (the confirmation's fresh
+    seeds from (imgsz, epochs, "fresh"), or 0.5 when not scripted), each taking ``cost`` seconds per epoch x fraction;
+    ``asked`` records every probe it ran (answers are cached, as the storage would)."""
 
     maps: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
     cost: float = 1.0
@@ -80,7 +77,10 @@ class Scripted(quality.Judge):
         seconds = self.cost * budget.size
         name = quality.signature_text(quality.signature(knobs))
         self.spent[name] = self.spent.get(name, 0) + seconds
-        value = self.maps[(knobs.imgsz, budget.epochs)][seed]
+        if seed >= CONFIRM_SEED0:
+            value = self.maps.get((knobs.imgsz, budget.epochs, "fresh"), (0.5,) * CONFIRM_SEEDS)[seed - CONFIRM_SEED0]
+        else:
+            value = self.maps[(knobs.imgsz, budget.epochs)][seed]
         result = quality.ProbeResult(Status.OK, "", quality.signature(knobs), seed, budget.epochs, budget.fraction, "id",
                                      map50=value, map50_95=value, images=10, seconds=seconds)
         self.answered[key] = result
@@ -147,29 +147,81 @@ def test_a_decisive_loss_under_a_noisy_baseline_is_lost():
     assert len(judge.asked) == 4 and "beyond the allowed 0.0200" in verdict.reason
 
 
-def test_a_small_consistent_difference_is_kept():
-    kept = _judge(0.0, {(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}).verdict(SMALL, 100.0, None)
-    assert kept.feasibility is Feasibility.FEASIBLE and kept.map_loss == pytest.approx(0.0015)
+BASE8 = (0.30, 0.31, 0.29, 0.32, 0.30, 0.28, 0.31, 0.30)  # eight fresh seeds' baseline mAP50-95
+
+
+def _fresh(diffs: tuple[float, ...], base: tuple[float, ...] = BASE8) -> tuple[float, ...]:
+    return tuple(b - d for b, d in zip(base, diffs, strict=True))
+
+
+SMALL_DIFFS = (0.001, 0.003, 0.0, 0.002, -0.001, 0.002, 0.001, 0.0)  # mean 0.001, sd 0.0013
+
+
+def _confirmed(maps: dict, epochs: tuple[int, int] = (2, 4), diffs=(SMALL_DIFFS, SMALL_DIFFS)) -> dict:
+    """``maps`` with the confirmation's fresh seeds scripted at both its lengths."""
+    for e, d in zip(epochs, diffs, strict=True):
+        maps[(160, e, "fresh")], maps[(32, e, "fresh")] = BASE8, _fresh(d)
+    return maps
+
+
+def test_a_small_consistent_difference_is_kept_once_fresh_seeds_confirm_it():
+    judge = _judge(0.0, _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}))
+    kept = judge.verdict(SMALL, 100.0, None)
+    assert kept.feasibility is Feasibility.FEASIBLE and kept.map_loss == pytest.approx(0.001)  # the confirmation's loss
+    assert kept.budget == ProbeBudget(4, 1.0) and kept.risk == pytest.approx(0.05)  # the first confirmation: half of 10%
     assert kept.constraint() <= 0 and "within the allowed 0.0100" in kept.reason
+    assert "confirmed on 8 fresh seeds at risk 5%" in kept.reason and "screened kept at 2 epochs" in kept.reason
+    fresh = [a for a in judge.asked if a[3] >= CONFIRM_SEED0]
+    assert {a[3] for a in fresh} == set(range(CONFIRM_SEED0, CONFIRM_SEED0 + 8)) and {a[1] for a in fresh} == {2, 4}
+    assert not {a[3] for a in judge.asked if a[3] < CONFIRM_SEED0} & {a[3] for a in fresh}  # screening never used them
+    assert kept.attrs()["confirm_risk"] == pytest.approx(0.05) and kept.attrs()["run_map_loss"] == pytest.approx(0.001)
     text = accuracy_text(kept)
     assert text.startswith("loss +0.00") and text.endswith(" kept"), text  # the cell every trial line shows
+    second = judge.verdict(Knobs(model="yolov5n", imgsz=32, batch=8, freeze=1), 100.0, None)  # another candidate
+    assert second.risk == pytest.approx(0.025)  # each confirmation spends half of what the earlier ones left
+
+
+def test_fresh_seeds_that_show_the_loss_undo_a_screened_kept():
+    maps = _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}, diffs=(SMALL_DIFFS, tuple(d + 0.03 for d in SMALL_DIFFS)))
+    lost = _judge(0.0, maps).verdict(SMALL, 100.0, None)
+    assert lost.feasibility is Feasibility.REJECTED and lost.map_loss == pytest.approx(0.031) and lost.constraint() > 0
+    assert "beyond the allowed 0.0100" in lost.reason
+
+
+def test_a_loss_that_grows_with_the_probes_length_is_carried_on_to_the_run():
+    # 0.001 at 2 epochs, 0.004 at 4: within the allowed 0.01 at both lengths, but growing 0.003 a doubling;
+    # a 100-epoch run is 4.6 doublings past 4 epochs: about 0.018, beyond the allowed loss. No probe can say kept.
+    grows = (SMALL_DIFFS, tuple(d + 0.003 for d in SMALL_DIFFS))
+    judge = _judge(0.0, _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}, diffs=grows))
+    verdict = judge.verdict(SMALL, 100.0, None)
+    assert verdict.feasibility is Feasibility.UNKNOWN and verdict.constraint() == 1.0
+    assert verdict.map_loss == pytest.approx(0.004) and verdict.run_loss == pytest.approx(0.004 + 0.003 * 4.644, rel=1e-3)
+    assert "carried on to your 100-epoch run: +0.0179" in verdict.reason and verdict.reason.startswith("accuracy unknown:")
+    short = _judge(0.0, _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}, diffs=grows), run_epochs=5, share=1.0)
+    assert short.verdict(SMALL, 100.0, None).feasibility is Feasibility.FEASIBLE  # a 5-epoch run: 4 epochs is most of it
+    shrinks = (tuple(d + 0.003 for d in SMALL_DIFFS), SMALL_DIFFS)  # no credit for a loss that shrinks: the long look's
+    kept = _judge(0.0, _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}, diffs=shrinks)).verdict(SMALL, 100.0, None)
+    assert kept.feasibility is Feasibility.FEASIBLE and kept.run_loss == pytest.approx(kept.map_loss)
 
 
 def test_a_straddle_doubles_the_seeds_first_then_grows_the_budget():
     # Two seeds straddle (differences 0.0 and 0.012 against 0.01); four seeds decide at the same budget.
     maps = {(160, 2): (0.30, 0.31, 0.30, 0.31, 0.3, 0.3, 0.3, 0.3), (32, 2): (0.30, 0.298, 0.299, 0.309, 0.3, 0.3, 0.3, 0.3)}
-    judge = _judge(0.0, maps)
+    judge = _judge(0.0, _confirmed(maps))
     verdict = judge.verdict(SMALL, 100.0, None)
-    assert sorted({a[3] for a in judge.asked}) == [0, 1, 2, 3] and {a[1] for a in judge.asked} == {2}
-    assert verdict.feasibility is Feasibility.FEASIBLE and "on 4 paired seeds" in verdict.reason
+    assert sorted({a[3] for a in judge.asked if a[3] < CONFIRM_SEED0}) == [0, 1, 2, 3]
+    assert verdict.feasibility is Feasibility.FEASIBLE and "screened kept at 2 epochs on 1 of the train set on 4 seeds" in verdict.reason
     # At the most seeds still straddling: the next budget up the ladder, from two seeds again.
     wide = {(160, 2): (0.30, 0.31) * 4, (32, 2): (0.30, 0.29) * 4, (160, 4): (0.40, 0.41), (32, 4): (0.399, 0.409)}
     grown = _judge(0.0, wide)
     verdict = grown.verdict(SMALL, 100.0, None)
-    assert [a for a in grown.asked if a[1] == 4] == [(160, 4, 1.0, 0), (160, 4, 1.0, 1), (32, 4, 1.0, 0), (32, 4, 1.0, 1)]
+    screened = [a for a in grown.asked if a[1] == 4 and a[3] < CONFIRM_SEED0]
+    assert screened == [(160, 4, 1.0, 0), (160, 4, 1.0, 1), (32, 4, 1.0, 0), (32, 4, 1.0, 1)]
     assert max(a[3] for a in grown.asked if a[1] == 2) == 7  # 2, 4, then 8 seeds at the first budget
-    assert verdict.feasibility is Feasibility.FEASIBLE and verdict.budget == ProbeBudget(4, 1.0)
-    assert "probe budget grown from 2 epochs on 1 of the train set to 4 epochs" in verdict.reason
+    # Screened kept at 4 epochs, the longest probe within 5% of the run: no second length to confirm it at.
+    assert verdict.feasibility is Feasibility.UNKNOWN and verdict.budget == ProbeBudget(4, 1.0)
+    assert "no probe of at least twice that length fits within 5% of your 100-epoch run" in verdict.reason
+    assert all(a[3] < CONFIRM_SEED0 for a in grown.asked)
 
 
 def test_a_straddle_stops_where_the_next_look_costs_more_than_the_speedup_saves():

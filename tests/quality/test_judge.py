@@ -47,7 +47,7 @@ def test_verdict_constraint():
 
 
 def test_three_verdicts_from_the_loss_and_its_interval():
-    from speedopt.quality._policy import accuracy_verdict as verdict
+    from speedopt.quality._rule import verdict
 
     F = quality.Feasibility
     assert verdict(0.002, 0.005, 0.01) is F.FEASIBLE  # a small loss inside the spread: kept

@@ -1,0 +1,119 @@
+"""The rule: how paired looks at a candidate become a verdict about the user's run, at a stated risk.
+
+A *look* probes the baseline and a candidate on the same seeds at one budget and pairs them seed by seed.
+The rule has two stages, kept apart so that choosing a candidate and vouching for it never share a seed:
+
+- **Screening** (liberal, :data:`SCREEN_CONFIDENCE` per bound): looks on the policy's seeds at the asked budget
+  (more seeds, then larger budgets, while the interval straddles). It can say *lost*; what it calls kept is
+  only a candidate for confirmation.
+- **Confirmation** on fresh seeds (:data:`CONFIRM_SEED0` on, never used to screen), at the longest budget within
+  the share cap and at least twice the screened one (:func:`confirm_budget`), so every kept rests on looks at
+  two probe lengths. The search's stated risk (``--risk``) is spent over every confirmation it starts: the
+  i-th gets half of what the earlier ones left (:func:`confirm_risk`), split evenly over its looks. So the
+  chance that any confirmed candidate loses more than allowed stays within the risk (normal per-seed
+  differences), however many candidates were screened and however many looks each took.
+
+At each look the spread of the differences has a floor (:func:`floor`): the median spread of every paired look
+at that budget in this search, so two seeds that agree by chance cannot make a kept. And a kept must hold at the
+run's length (:func:`run_loss`): where the loss grows from the short look to the long one, the growth is carried
+on, linear in the log of the length, to the user's ``--epochs`` (no credit for a loss that shrinks).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from speedopt.quality._budget import CONFIDENCE, ProbeBudget, t_quantile
+from speedopt.quality._policy import Feasibility
+
+#: One-sided confidence of each bound of a screening look's interval (screening decides "lost" and who is confirmed).
+SCREEN_CONFIDENCE = CONFIDENCE
+#: The first fresh seed of a confirmation: screening uses seeds 0 to the policy's most (64 at most).
+CONFIRM_SEED0 = 1000
+#: Fresh seeds of a confirmation: one look at each of two lengths, paired seed by seed. Eight: a loss that one
+#: seed in four suffers goes unseen on all eight 10% of the time (on four, 32%).
+CONFIRM_SEEDS = 8
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look: the budget, the seeds, both sides' per-seed mAP50-95 and the candidate's mean mAP50."""
+
+    budget: ProbeBudget
+    seeds: tuple[int, ...]
+    base: tuple[float, ...]
+    cand: tuple[float, ...]
+    map50: float
+
+    @property
+    def diffs(self) -> tuple[float, ...]:
+        """Per-seed losses: baseline minus candidate."""
+        return tuple(b - c for b, c in zip(self.base, self.cand, strict=True))
+
+    @property
+    def loss(self) -> float:
+        return statistics.fmean(self.diffs)
+
+    @property
+    def sd(self) -> float:
+        return statistics.stdev(self.diffs)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.cand)
+
+    @property
+    def reference(self) -> float:
+        return statistics.fmean(self.base)
+
+
+def half_width(look: Look, confidence: float, floor_sd: float = 0.0) -> float:
+    """The one-sided ``confidence`` Student-t bound's half-width of the look's mean loss, its spread floored."""
+    n = len(look.diffs)
+    return t_quantile(n, confidence) * max(look.sd, floor_sd) / math.sqrt(n)
+
+
+def floor(spreads: Sequence[float]) -> float:
+    """The floor under a look's spread: the median spread of the search's paired looks at its budget (this one
+    included), so a candidate's seeds that agree by chance count as no less noisy than the search's typical pair."""
+    ordered = sorted(spreads)
+    middle = len(ordered) // 2
+    return 0.0 if not ordered else ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def verdict(loss: float, half: float, allowed: float) -> Feasibility:
+    """Lost when the whole interval is beyond the allowed loss, kept when it is within, else unknown (straddles)."""
+    if loss - half > allowed:
+        return Feasibility.REJECTED
+    if loss + half <= allowed:
+        return Feasibility.FEASIBLE
+    return Feasibility.UNKNOWN
+
+
+def confirm_risk(risk: float, index: int) -> float:
+    """The risk the ``index``-th confirmation of a search (0 first) may spend: half of what the earlier ones left,
+    so all of them together never spend more than ``risk``."""
+    return risk / (1 << (index + 1))
+
+
+def confirm_budget(screened: ProbeBudget, asked: ProbeBudget, share: float, run_epochs: int) -> ProbeBudget | None:
+    """The confirmation's budget: the largest up the ladder from ``screened`` within the share cap; None when it is
+    not at least twice the screened one (no second length to see how the loss moves with training)."""
+    budget = screened
+    while (bigger := budget.grown(asked)).within(share, run_epochs):
+        budget = bigger
+    return budget if budget.size >= 2 * screened.size - 1e-9 else None
+
+
+def run_loss(short: Look, long: Look, run_size: float) -> tuple[float, float]:
+    """The loss predicted at the run's size (epochs of the whole train set) and the growth it carries on: the long
+    look's loss plus, where the loss grew from the short look to the long one, that growth per doubling of the
+    length times the doublings from the long look to the run. A loss that shrinks with length earns no credit."""
+    growth = long.loss - short.loss
+    if growth <= 0 or run_size <= long.budget.size or long.budget.size <= short.budget.size:
+        return long.loss, 0.0
+    steps = math.log(run_size / long.budget.size) / math.log(long.budget.size / short.budget.size)
+    return long.loss + steps * growth, growth
