@@ -33,6 +33,7 @@ def print_quality(out: Console, result: SearchOutcome) -> None:
         f"{result.unknown} unknown",
         highlight=False,
     )
+    out.print(f"  {result.risk_text()}", highlight=False)
     if result.unknown:
         out.print(
             f"  {result.unknown} trial(s) with other accuracy knobs than the baseline's are never recommended: "

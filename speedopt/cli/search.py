@@ -60,7 +60,7 @@ QUALITY = (
     "nothing, every other signature is 'unknown' and never recommended. A candidate is probed on the baseline's "
     "seeds and screened from the per-seed differences: lost when the lower end of their one-sided 90% Student-t "
     "interval is beyond --max-map-loss; while it straddles, the seeds double (up to 8), then the budget grows. What "
-    "screening keeps is confirmed on fresh seeds at the longest probe within --probe-share (at least twice as long), "
+    "screening keeps is confirmed on --confirm-seeds fresh seeds at its probe's length and at twice it (within --probe-share), "
     "at its share of --risk, and kept only when the loss there, carried on to your --epochs where it grows with the "
     "probe's length, is within --max-map-loss; otherwise it is 'unknown'. No probe trains more than --probe-share of your run (--epochs x train "
     "images), and a candidate is probed only while its estimated probes cost less than its measured speedup "
@@ -181,6 +181,11 @@ def _add_quality(parser: argparse.ArgumentParser) -> None:
         "--max-map-loss over your run, over every candidate the search judged: what screening keeps is confirmed on "
         f"fresh seeds at a longer probe, each confirmation spending half the risk left (default {100 * defaults.ACCURACY_RISK:g}%%)",
     )
+    quality.add_argument(
+        "--confirm-seeds", type=integer(2, MAX_PROBE_SEEDS), default=defaults.CONFIRM_SEEDS, metavar="N",
+        help="fresh seeds the confirmation probes at each of its two lengths; fewer cost less, but a loss that strikes "
+        f"one seed in four goes unseen more often (default {defaults.CONFIRM_SEEDS})",
+    )
 
 
 def _add_extras(parser: argparse.ArgumentParser) -> None:
@@ -259,7 +264,7 @@ def config_of(args: argparse.Namespace) -> SearchConfig:
         trial_timeout_s=args.trial_timeout, ram_limit_gb=args.ram_limit, quality=args.quality,
         max_map_loss=args.max_map_loss, probe_epochs=args.probe_epochs, probe_fraction=args.probe_fraction,
         weights=args.weights, probe_timeout_s=args.probe_timeout, probe_seeds=args.probe_seeds, probe_grow_s=args.probe_grow,
-        probe_share=args.probe_share, accuracy_risk=args.risk, epochs=args.epochs,
+        probe_share=args.probe_share, accuracy_risk=args.risk, confirm_seeds=args.confirm_seeds, epochs=args.epochs,
         warm_start=args.warm_start, prepare=args.prepare,
         stop_at_ceiling=args.stop_at_ceiling, prune_margin=args.prune_margin, warm=args.warm, ceiling_rank=args.ceiling_rank,
         ends=not args.no_report,

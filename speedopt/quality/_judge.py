@@ -401,7 +401,7 @@ class Judge:
             return _with_look(replace(blank, reason=why, probe_estimate_s=estimate), short, 0.0, allowed)
         risk = rule.confirm_risk(self.policy.risk, self.confirmations)
         self.confirmations += 1
-        seeds = tuple(range(rule.CONFIRM_SEED0, rule.CONFIRM_SEED0 + rule.CONFIRM_SEEDS))
+        seeds = tuple(range(rule.CONFIRM_SEED0, rule.CONFIRM_SEED0 + self.policy.confirm_seeds))
         price = self._price(knobs, (short.budget, long), seeds, saving)
         if self.policy.lazy and not price.worth:
             why = f"accuracy unknown: {screened}; not confirmed: confirming ({price.cost_text()}) would cost more than the decision is worth: {price.saving_text()}"

@@ -131,6 +131,8 @@ class Policy:
     #: The chance the search may take that a recommended accuracy change loses more than allowed (over every look
     #: and candidate; spent over the confirmations: :mod:`speedopt.quality._rule`).
     risk: float = defaults.ACCURACY_RISK
+    #: Fresh seeds the confirmation of a screened candidate probes at each of its two lengths.
+    confirm_seeds: int = defaults.CONFIRM_SEEDS
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -196,6 +198,7 @@ def make_policy(
     share: float = defaults.PROBE_SHARE,
     run_epochs: int = defaults.EPOCHS,
     risk: float = defaults.ACCURACY_RISK,
+    confirm_seeds: int = defaults.CONFIRM_SEEDS,
 ) -> Policy:
     """Check the quality options against the dataset and the user's run (``run_epochs``: a probe trains at most
     ``share`` of it); raises UsageError with one line."""
@@ -213,6 +216,8 @@ def make_policy(
         raise UsageError(f"--probe-seeds must be at least 2 (a spread needs two seeds) and at most {MOST_PROBE_SEEDS}, got {seeds}")
     if not 0 <= grow_s <= MOST_GROW_S:
         raise UsageError(f"--probe-grow must be 0 to {MOST_GROW_S:.0f} seconds, got {grow_s}")
+    if not 2 <= confirm_seeds <= MOST_PROBE_SEEDS:
+        raise UsageError(f"--confirm-seeds must be at least 2 (a spread needs two seeds) and at most {MOST_PROBE_SEEDS}, got {confirm_seeds}")
     if not 0 < risk < 1:
         raise UsageError(f"--risk must be a chance in (0, 1), like 0.1 or 10%, got {risk:g}")
     if not 0 < share <= 1:
@@ -229,5 +234,5 @@ def make_policy(
     path, wid = check_weights(weights) if weights else (None, None)
     return Policy(
         mode=mode, max_loss=max_loss, epochs=epochs, fraction=fraction, weights=path, weights_id=wid, timeout_s=timeout_s,
-        seeds=seeds, grow_s=grow_s, share=share, risk=risk,
+        seeds=seeds, grow_s=grow_s, share=share, risk=risk, confirm_seeds=confirm_seeds,
     )

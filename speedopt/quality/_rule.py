@@ -6,9 +6,9 @@ The rule has two stages, kept apart so that choosing a candidate and vouching fo
 - **Screening** (liberal, :data:`SCREEN_CONFIDENCE` per bound): looks on the policy's seeds at the asked budget
   (more seeds, then larger budgets, while the interval straddles). It can say *lost*; what it calls kept is
   only a candidate for confirmation.
-- **Confirmation** on fresh seeds (:data:`CONFIRM_SEED0` on, never used to screen), at the longest budget within
-  the share cap and at least twice the screened one (:func:`confirm_budget`), so every kept rests on looks at
-  two probe lengths. The search's stated risk (``--risk``) is spent over every confirmation it starts: the
+- **Confirmation** on fresh seeds (``--confirm-seeds`` of them from :data:`CONFIRM_SEED0` on, never used to screen),
+  at the screened budget and at the next one up the ladder at least twice as long, within the share cap
+  (:func:`confirm_budget`), so every kept rests on looks at two probe lengths. The search's stated risk (``--risk``) is spent over every confirmation it starts: the
   i-th gets half of what the earlier ones left (:func:`confirm_risk`), split evenly over its looks. So the
   chance that any confirmed candidate loses more than allowed stays within the risk (normal per-seed
   differences), however many candidates were screened and however many looks each took.
@@ -33,9 +33,6 @@ from speedopt.quality._policy import Feasibility
 SCREEN_CONFIDENCE = CONFIDENCE
 #: The first fresh seed of a confirmation: screening uses seeds 0 to the policy's most (64 at most).
 CONFIRM_SEED0 = 1000
-#: Fresh seeds of a confirmation: one look at each of two lengths, paired seed by seed. Eight: a loss that one
-#: seed in four suffers goes unseen on all eight 10% of the time (on four, 32%).
-CONFIRM_SEEDS = 8
 
 
 @dataclass(frozen=True)
@@ -100,12 +97,12 @@ def confirm_risk(risk: float, index: int) -> float:
 
 
 def confirm_budget(screened: ProbeBudget, asked: ProbeBudget, share: float, run_epochs: int) -> ProbeBudget | None:
-    """The confirmation's budget: the largest up the ladder from ``screened`` within the share cap; None when it is
-    not at least twice the screened one (no second length to see how the loss moves with training)."""
+    """The confirmation's long budget: the first up the ladder from ``screened`` at least twice its size (the cheapest
+    second length that shows how the loss moves with training); None when it would pass the share cap."""
     budget = screened
-    while (bigger := budget.grown(asked)).within(share, run_epochs):
-        budget = bigger
-    return budget if budget.size >= 2 * screened.size - 1e-9 else None
+    while budget.size < 2 * screened.size - 1e-9:
+        budget = budget.grown(asked)
+    return budget if budget.within(share, run_epochs) else None
 
 
 def run_loss(short: Look, long: Look, run_size: float) -> tuple[float, float]:

@@ -62,6 +62,10 @@ def accuracy_section(p: StudyProtocol, result: SearchOutcome) -> list[str]:
         f"{result.probes_run} probes ran, {result.probe_cache_hits} cache hits, {result.unprobed} trials not probed, "
         f"{result.rejected} lost, {result.unknown} unknown.",
         "",
+        f"The stated {result.risk_text()}. A candidate screened kept is confirmed on fresh seeds that took no part in "
+        "choosing it, at its probe's length and at twice it; each confirmation spends half the risk the earlier ones "
+        "left, and a loss that grows with the probe's length is carried on to your run's (docs/accuracy.md).",
+        "",
     ]
     spent: dict[str, float] = {}
     for r in done:

@@ -50,6 +50,7 @@ class SearchConfig:
     probe_grow_s: float = defaults.PROBE_GROW_S  # seconds the baseline's probes may spend growing a budget that cannot tell
     probe_share: float = defaults.PROBE_SHARE  # the most one probe may train, as a share of the run (epochs x train images)
     accuracy_risk: float = defaults.ACCURACY_RISK  # the chance a recommended accuracy change loses more than allowed
+    confirm_seeds: int = defaults.CONFIRM_SEEDS  # fresh seeds a screened candidate's confirmation probes at each length
     epochs: int = defaults.EPOCHS  # epochs of the user's full run: the projection, and what probes are priced against
     warm_start: str | None = None  # STORAGE[::STUDY] of another study
     prepare: PrepareFormat | None = None  # make the data knob's resized copies first (speedopt prepare)

@@ -96,6 +96,7 @@ def _quality(config: SearchConfig, eng: Any, base: Knobs, ds: Any, notes: list[s
     policy = make_policy(
         mode, config.max_map_loss, config.probe_epochs, config.probe_fraction, weights, ds, config.probe_timeout_s,
         config.probe_seeds, config.probe_grow_s, config.probe_share, config.epochs, config.accuracy_risk,
+        config.confirm_seeds,
     )
     return policy, off_why
 

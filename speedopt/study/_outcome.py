@@ -105,6 +105,18 @@ class SearchOutcome:
         decision = self.decision
         return decision is not None and decision.choice is None
 
+    def risk_text(self) -> str:
+        """``risk 10%: 2 confirmation(s) on 8 fresh seeds spent 7.5% of it`` (empty when quality was off): the chance
+        the search took that a recommended accuracy change loses more than allowed, and what its confirmations spent."""
+        q = self.protocol.quality if self.protocol else None
+        if q is None or not q.probing:
+            return ""
+        spent = [r.confirm_risk for r in self.trials if r.confirm_risk is not None]
+        return (
+            f"risk {100 * q.risk:g}% that a recommended accuracy change loses more than allowed at your run's length: "
+            f"{len(spent)} confirmation(s) on {q.confirm_seeds} fresh seeds spent {100 * sum(spent):.3g}% of it"
+        )
+
     @property
     def reference_map50_95(self) -> float | None:
         """The baseline's probed mAP50-95 (mean of two seeds), when any signature was probed."""

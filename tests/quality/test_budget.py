@@ -15,7 +15,7 @@ from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
 from speedopt.quality._budget import not_informative, t_quantile
 from speedopt.quality._price import Price, rough, saving_s
-from speedopt.quality._rule import CONFIRM_SEED0, CONFIRM_SEEDS
+from speedopt.quality._rule import CONFIRM_SEED0
 from speedopt.status import Status
 
 
@@ -78,7 +78,7 @@ class Scripted(quality.Judge):
         name = quality.signature_text(quality.signature(knobs))
         self.spent[name] = self.spent.get(name, 0) + seconds
         if seed >= CONFIRM_SEED0:
-            value = self.maps.get((knobs.imgsz, budget.epochs, "fresh"), (0.5,) * CONFIRM_SEEDS)[seed - CONFIRM_SEED0]
+            value = self.maps.get((knobs.imgsz, budget.epochs, "fresh"), (0.5,) * self.policy.confirm_seeds)[seed - CONFIRM_SEED0]
         else:
             value = self.maps[(knobs.imgsz, budget.epochs)][seed]
         result = quality.ProbeResult(Status.OK, "", quality.signature(knobs), seed, budget.epochs, budget.fraction, "id",

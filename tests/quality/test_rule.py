@@ -30,10 +30,11 @@ def test_confirmations_never_spend_more_than_the_stated_risk():
     assert spent[:3] == pytest.approx([0.05, 0.025, 0.0125]) and sum(spent) < 0.1
 
 
-def test_the_confirmation_is_the_longest_probe_within_the_share_and_at_least_twice_the_screened_one():
+def test_the_confirmation_is_the_first_probe_up_the_ladder_twice_the_screened_one_within_the_share():
     asked = ProbeBudget(10, 0.25)
     assert confirm_budget(asked, asked, 0.05, 100) == ProbeBudget(20, 0.25)  # 5 epochs of the set: the cap
-    assert confirm_budget(asked, asked, 0.05, 1000) == ProbeBudget(40, 1.0)  # the ladder's last step within 50
+    assert confirm_budget(asked, asked, 0.05, 1000) == ProbeBudget(20, 0.25)  # the cheapest second length
+    assert confirm_budget(ProbeBudget(40, 0.25), asked, 0.05, 1000) == ProbeBudget(40, 0.5)  # epochs at 4x: the fraction
     assert confirm_budget(ProbeBudget(20, 0.25), asked, 0.05, 100) is None  # screened at the cap: no second length
 
 
