@@ -1,9 +1,11 @@
 """Verdict error rates: how often the shipped accuracy rule recommends a config that loses more than allowed.
 
 Drives the real :class:`speedopt.quality.Judge` and :class:`speedopt.quality.Policy` (screening, confirmation on
-fresh seeds, the spread floor, the risk spent over confirmations, the run-length extrapolation, the value bound)
+fresh seeds, the spread floor, the risk spent over confirmations, the run-length extrapolation, the disruption
+check, the value bound)
 through simulated searches. Only the probes are scripted: the Judge's ``run`` (what would start a training job)
-answers each probe with a baseline mAP50-95 drawn per seed and budget, and the candidate's as that minus a paired
+answers each probe with a baseline mAP50-95 drawn per seed (sd 0.03) and length (sd 0.01 more: the baseline never
+gets worse with length on average), and the candidate's as that minus a paired
 difference drawn from the cell's distribution. No trainer, no storage (no probe cache): nothing else is replaced.
 
 A search has 1 or 5 candidates, all with the cell's true loss, arriving in random order with speedups of 1.2-3x;
@@ -73,6 +75,7 @@ class Script:
     def __init__(self, cell: Cell, rng: random.Random, asked: quality.ProbeBudget) -> None:
         self.cell, self.rng, self.asked = cell, rng, asked
         self.base: dict[tuple[int, float], float] = {}
+        self.luck: dict[int, float] = {}
 
     def true_loss(self, size: float) -> float:
         true = self.cell.multiple * self.cell.allowed
@@ -93,8 +96,10 @@ class Script:
     def __call__(self, job: ProbeJob, owner: str, progress: object = None, on_wait: object = None) -> JobOutcome:
         size = job.epochs * job.fraction
         key = (job.seed, size)
+        if job.seed not in self.luck:
+            self.luck[job.seed] = self.rng.gauss(0, 0.03)  # the seed's own luck, shared by every signature and length
         if key not in self.base:
-            self.base[key] = 0.45 + self.rng.gauss(0, 0.03)  # the seed's own luck, shared by every signature
+            self.base[key] = 0.45 + self.luck[job.seed] + self.rng.gauss(0, 0.01)  # and what the length adds
         value = self.base[key] if job.knobs.imgsz == BASELINE.imgsz else self.base[key] - self.difference(size)
         figures = {"map50": value + 0.2, "map50_95": value, "images": 100}
         return JobOutcome(Status.OK, "", figures, size, "", (), 0.0, size)

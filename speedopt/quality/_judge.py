@@ -419,28 +419,42 @@ class Judge:
         fresh, look = looks
         half = self._half(look, 1 - risk)
         at_run, growth = rule.run_loss(fresh, look, float(self.target.run_epochs))
-        decided = rule.verdict(look.loss, half, allowed)
+        measured = rule.verdict(look.loss, half, allowed)
+        text = _look_text(look, half, allowed, measured, None, self.policy.budget)  # its length is the rule's, not grown
+        decided = measured
         if decided is Feasibility.FEASIBLE and at_run + half > allowed:
             decided = Feasibility.UNKNOWN  # within at the probe's length, not carried on to the run's
-        text = _look_text(look, half, allowed, decided, ref, self.policy.budget)
+        shaken = decided is Feasibility.FEASIBLE and rule.disrupted(fresh, look, allowed)
+        if shaken:
+            decided = Feasibility.UNKNOWN  # the probes see the fine-tune's disruption, not its end
         grown = (
             f"; it grew {growth:+.4f} from {fresh.loss:+.4f} at {short.budget}, carried on to your {self.target.run_epochs}-epoch "
             f"run: {at_run:+.4f}" if growth else ""
         )
         reason = f"{text}, confirmed on {len(seeds)} fresh seeds at risk {100 * risk:g}% ({screened}){grown}"
-        if decided is Feasibility.UNKNOWN:
-            reason = f"accuracy unknown: {screened}; not confirmed: {text} on {len(seeds)} fresh seeds at risk {100 * risk:g}%{grown}; {_fix(self.policy, straddles=True)}"
+        if shaken:
+            reason = (
+                f"accuracy unknown: {screened}; not confirmed: {text} on {len(seeds)} fresh seeds, but the baseline's own "
+                f"probes got worse from {short.budget} to {long} (mAP50-95 {fresh.reference:.4f} to {look.reference:.4f}): "
+                "the probes see the fine-tune's disruption, not how your run ends; raise --probe-share (longer probes)"
+            )
+        elif decided is Feasibility.UNKNOWN:
+            fix = f"give more --confirm-seeds than {self.policy.confirm_seeds} (a narrower interval), or raise --probe-share (longer probes)"
+            reason = f"accuracy unknown: {screened}; not confirmed: {text} on {len(seeds)} fresh seeds at risk {100 * risk:g}%{grown}; {fix}"
         verdict = replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate, risk=risk, run_loss=at_run)
         return _with_look(verdict, look, half, allowed)
 
 
-def _look_text(look: rule.Look, half: float, allowed: float, decided: Feasibility, ref: Reference, asked: ProbeBudget) -> str:
+def _look_text(look: rule.Look, half: float, allowed: float, decided: Feasibility, ref: Reference | None, asked: ProbeBudget) -> str:
     """``mAP50-95 0.41 vs baseline 0.42 on 4 paired seeds: loss +0.01 +/- 0.005 within the allowed 0.02`` (and how
-    the budget grew)."""
+    the screening's budget grew; ``ref`` None: a confirmation's look, whose length the rule sets)."""
     within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
-    grown = f"; probe budget {ref.grown}" if ref.grown and look.budget == ref.budget else ""
-    if look.budget != ref.budget:
+    if ref is None:
+        grown = f" at {look.budget}"
+    elif look.budget != ref.budget:
         grown = f"; probe budget grown from {asked} to {look.budget}"
+    else:
+        grown = f"; probe budget {ref.grown}" if ref.grown else ""
     return (
         f"mAP50-95 {look.mean:.4f} vs baseline {look.reference:.4f} on {len(look.cand)} paired seeds: loss {look.loss:.4f} "
         f"+/- {half:.4f} {within} the allowed {allowed:.4f}{grown}"

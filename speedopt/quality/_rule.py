@@ -16,7 +16,9 @@ The rule has two stages, kept apart so that choosing a candidate and vouching fo
 At each look the spread of the differences has a floor (:func:`floor`): the median spread of every paired look
 at that budget in this search, so two seeds that agree by chance cannot make a kept. And a kept must hold at the
 run's length (:func:`run_loss`): where the loss grows from the short look to the long one, the growth is carried
-on, linear in the log of the length, to the user's ``--epochs`` (no credit for a loss that shrinks).
+on, linear in the log of the length, to the user's ``--epochs`` (no credit for a loss that shrinks). Nor is a kept
+read where the baseline's own probes get worse from the short length to the long one (:func:`disrupted`): the
+probes then watch the fine-tune's disruption, not how it ends.
 """
 
 from __future__ import annotations
@@ -103,6 +105,18 @@ def confirm_budget(screened: ProbeBudget, asked: ProbeBudget, share: float, run_
     while budget.size < 2 * screened.size - 1e-9:
         budget = budget.grown(asked)
     return budget if budget.within(share, run_epochs) else None
+
+
+def disrupted(short: Look, long: Look, allowed: float) -> bool:
+    """Whether the baseline's probes lose more than ``allowed`` from the short length to the long one, beyond their
+    noise (and the upper end of the one-sided :data:`SCREEN_CONFIDENCE` bound of the per-seed change below zero). A
+    fine-tune that is worse after more training is in its disruption phase (the learning rate's first peak): what a
+    candidate that disrupts less (a frozen backbone) gains there is gone by the run's end, so no kept can be read
+    from it. A decline within the allowed loss cannot fake an advantage beyond it."""
+    change = [b - a for a, b in zip(short.base, long.base, strict=True)]
+    n = len(change)
+    mean = statistics.fmean(change)
+    return mean < -allowed and mean + t_quantile(n, SCREEN_CONFIDENCE) * statistics.stdev(change) / math.sqrt(n) < 0
 
 
 def run_loss(short: Look, long: Look, run_size: float) -> tuple[float, float]:

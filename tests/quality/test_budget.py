@@ -181,6 +181,20 @@ def test_a_small_consistent_difference_is_kept_once_fresh_seeds_confirm_it():
     assert second.risk == pytest.approx(0.025)  # each confirmation spends half of what the earlier ones left
 
 
+def test_no_kept_is_read_while_the_baseline_gets_worse_with_the_probes_length():
+    # Issue 52's truth benchmark: a fine-tune's baseline probes scored 0.84 at the short length and 0.40 at the long
+    # one (the learning rate's first peak disrupts the checkpoint); a frozen backbone, disrupted less, led by 0.2
+    # there and lost 0.03-0.08 at the run's length. While the baseline gets worse with length, a kept cannot be read.
+    maps = _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)})
+    maps[(160, 4, "fresh")] = tuple(b - 0.2 for b in BASE8)  # the baseline at 4 epochs: 0.2 worse on every seed
+    maps[(32, 4, "fresh")] = tuple(b - 0.2 - d for b, d in zip(BASE8, SMALL_DIFFS, strict=True))  # still paired
+    verdict = _judge(0.0, maps).verdict(SMALL, 100.0, None)
+    assert verdict.feasibility is Feasibility.UNKNOWN and verdict.constraint() == 1.0
+    assert "loss 0.0010 +/- " in verdict.reason and "within the allowed 0.0100" in verdict.reason  # what it measured
+    assert "the baseline's own probes got worse from 2 epochs on 1 of the train set to 4 epochs" in verdict.reason
+    assert verdict.reason.endswith("raise --probe-share (longer probes)")
+
+
 def test_fresh_seeds_that_show_the_loss_undo_a_screened_kept():
     maps = _confirmed({(160, 2): (0.300, 0.310), (32, 2): (0.298, 0.309)}, diffs=(SMALL_DIFFS, tuple(d + 0.03 for d in SMALL_DIFFS)))
     lost = _judge(0.0, maps).verdict(SMALL, 100.0, None)
