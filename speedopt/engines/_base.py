@@ -132,8 +132,8 @@ class ProbeRun:
     seed: int
     workdir: Path
     weights: str | None = None  # a local checkpoint to start from
-    #: The user's run this probe is a miniature of: warm-up and the closing no-mosaic epochs take the run's shares of
-    #: the probe, as the learning rate already anneals over it (0: the trainer's schedule for a run of ``epochs``).
+    #: The user's run this probe is a miniature of: its closing no-mosaic epochs take the run's share of the probe, as
+    #: the learning rate already anneals over it (0: the trainer's schedule for a run of ``epochs``).
     run_epochs: int = 0
 
 

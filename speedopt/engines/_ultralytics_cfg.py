@@ -38,19 +38,14 @@ def close_mosaic() -> int:
     return int(match.group(1)) if match else 0
 
 
-def warmup_epochs() -> float:
-    """The trainer's default ``warmup_epochs`` (0.0 where it has none)."""
-    match = re.match(r"warmup_epochs:\s*([0-9.]+)", default_line("warmup_epochs"))
-    return float(match.group(1)) if match else 0.0
-
-
-def miniature(epochs: int, run_epochs: int) -> dict[str, float | int]:
-    """A probe of ``epochs`` as the user's run of ``run_epochs`` in miniature: the trainer's warm-up and its closing
-    no-mosaic epochs take the same shares of the probe as of the run (at least one closing epoch where the run has
-    any), so a probe ends as the run ends (the learning rate already anneals to ``lrf`` over the probe's epochs).
+def miniature(epochs: int, run_epochs: int) -> dict[str, int]:
+    """A probe of ``epochs`` as the user's run of ``run_epochs`` in miniature: its closing no-mosaic epochs take the
+    same share of the probe as of the run (at least one where the run has any), so a probe ends as the run ends (the
+    learning rate already anneals to ``lrf`` over the probe's epochs). Warm-up keeps the trainer's own epochs: it
+    protects a checkpoint from the learning rate's peak, a matter of iterations, not of share (warm-up scaled to the
+    run's share left a fine-tune's 8-epoch probe at mAP50-95 0.20 against 0.41 with the trainer's own; issue 52).
     Empty when the run is no longer than the probe (its own schedule is the run's)."""
-    if run_epochs <= epochs:
+    close = close_mosaic()
+    if run_epochs <= epochs or not close:
         return {}
-    close, warmup = close_mosaic(), warmup_epochs()
-    closing = min(epochs, max(1, round(min(close, run_epochs) * epochs / run_epochs))) if close else 0
-    return {"close_mosaic": closing, "warmup_epochs": round(min(warmup, run_epochs - 1) * epochs / run_epochs, 4)}
+    return {"close_mosaic": min(epochs, max(1, round(min(close, run_epochs) * epochs / run_epochs)))}

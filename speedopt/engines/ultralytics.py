@@ -401,7 +401,7 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "device": run.device,
         "epochs": run.epochs,
         "fraction": run.fraction,
-        **miniature(run.epochs, run.run_epochs),  # the user's run in miniature: its warm-up and closing shares
+        **miniature(run.epochs, run.run_epochs),  # the user's run in miniature: its closing no-mosaic share
 
         "seed": run.seed,
         # Always on in a probe, whatever the knob: the judge compares candidate and baseline seed by seed, and a

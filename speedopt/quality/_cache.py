@@ -58,7 +58,7 @@ def cache_key(dataset_id: str, sig: dict[str, Any], policy: Policy, seed: int, e
     schedule is a miniature of (its warm-up and closing epochs depend on it), 0 for a probe of the trainer's own."""
     parts: list[Any] = [dataset_id, sig, policy.epochs, policy.fraction, policy.weights_id, seed, engine]
     if run_epochs > policy.epochs:
-        parts.append(f"miniature of {run_epochs}")
+        parts.append(f"closing share of {run_epochs}")  # the miniature's rule: a probe of another rule is another entry
     material = json.dumps(parts, sort_keys=True)
     return "probe:" + hashlib.sha256(material.encode()).hexdigest()[:20]
 
