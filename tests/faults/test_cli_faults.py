@@ -72,7 +72,7 @@ def test_the_walk_finds_the_numeric_options_of_every_command() -> None:
     flags = {(command, flag) for command, flag, _ in NUMERIC}
     assert len(flags) >= 50, sorted(flags)  # the walk itself works: 50+ options today
     for expected in [("search", "--probe-seeds"), ("search", "--probe-epochs"), ("search", "--probe-share"),
-                     ("search", "--epochs"), ("search", "--max-map-loss"), ("trial", "--timeout"), ("verify", "--fraction"),
+                     ("search", "--risk"), ("search", "--confirm-seeds"), ("search", "--epochs"), ("search", "--max-map-loss"), ("trial", "--timeout"), ("verify", "--fraction"),
                      ("dashboard", "--port"), ("prepare", "--jobs"), ("demo-data", "--train"), ("doctor", "--read-seconds")]:
         assert expected in flags, expected
 
@@ -97,6 +97,11 @@ def test_the_bounds_let_the_usual_values_through() -> None:
     assert (args.probe_seeds, args.probe_epochs, args.seed, args.min_gain, args.probe_share) == (8, 300, 2**32 - 1, 0.05, 1.0)
     assert (args.stop_at_ceiling, args.timeout, args.max_map_loss, args.ram_limit) == (0.0, 86400.0, "2%", 0.5)
     assert parser.parse_args(["dashboard", "--port", "65535"]).port == 65535
+    risky = parser.parse_args(["search", "--data", "d.yaml", "--risk", "5%", "--confirm-seeds", "4"])
+    assert (risky.risk, risky.confirm_seeds) == (0.05, 4)
+    for bad in (["--risk", "1"], ["--risk", "0"], ["--confirm-seeds", "1"]):  # a risk of 100% or 0% promises nothing
+        line = one_line_error(run_cli("search", "--data", "d.yaml", *bad), f"argument {bad[0]}:", "must be")
+        assert len(line) < 300, line
 
 
 def test_the_python_api_refuses_unbounded_probe_seeds_too(demo_yaml) -> None:
@@ -108,6 +113,11 @@ def test_the_python_api_refuses_unbounded_probe_seeds_too(demo_yaml) -> None:
     for seeds in (10**9, 65):
         with pytest.raises(UsageError, match="--probe-seeds must be .* at most 64"):
             make_policy("probe", "0.01", 10, 0.25, None, ds, seeds=seeds)
+        with pytest.raises(UsageError, match="--confirm-seeds must be .* at most 64"):
+            make_policy("probe", "0.01", 10, 0.25, None, ds, confirm_seeds=seeds)
+    for risk in (0.0, 1.0, float("nan")):
+        with pytest.raises(UsageError, match="--risk must be a chance in"):
+            make_policy("probe", "0.01", 10, 0.25, None, ds, risk=risk)
     with pytest.raises(UsageError, match="--probe-epochs must be an integer in"):
         make_policy("probe", "0.01", 10**12, 0.25, None, ds)
     for loss in ("inf", "nan", "1e308", "101%"):
