@@ -2,7 +2,7 @@
 
 Sets. Two generated sets by default, "large" (1-2 high-contrast squares or circles of 30-60% of the image side)
 and "medium" (3-6 of 12-25%), each 64 train + 48 val images of 192 px. Each set gets a checkpoint pretrained
-from scratch (yolov5n.yaml, imgsz 128, batch 8, 20 epochs): probes and truth runs fine-tune it.
+from scratch (yolov5n.yaml, imgsz 128, batch 8, 40 epochs): probes and truth runs fine-tune it.
 
 Cells. 6 candidates per set, 12 cells: imgsz=64, imgsz=96 (an imgsz step), freeze=3, freeze=6, freeze=10
 (freezes from a checkpoint) and batch=16, against the baseline yolov5n imgsz 128 batch 8 freeze 0. Each cell is
@@ -32,14 +32,12 @@ reuses each set's data and checkpoint, each search's study (an interrupted searc
 run's result (its result.json: mAP50-95 and seconds); an interrupted training run starts over. Settings that
 would change what was measured (set sizes, budgets, the rule's flags) must match the folder's settings.json.
 
-Time. The --quick smoke run (1 set, 2 cells, 16 + 8 images of 96 px, 2 pretraining epochs, 2 confirmation seeds)
-took about 95 s on the 2-core CPU with no GPU (2026-12-06): a 15-epoch truth run 10-12 s, a search 7-14 s, a probe about
-2 s (forked from the search's warm worker). Its checkpoint learned nothing (mAP50-95 0), so every verdict there is
-unknown: it checks the plumbing, not the rule. The default run is an estimate scaled from those times (about 55
-images/s at imgsz 128, plus 6 s to start each truth run), not measured: per set about 30 s of pretraining, 6 min
-of truth runs (7 signatures x 2 seeds x 15 epochs of 64 images) and 10-15 min of searches (150-200 probes of
-1-2 epochs of the set once confirmation runs), so about 30-60 minutes for both sets on a quiet machine, more on
-a busy one. Nothing is downloaded.
+Time. Measured on the 2-core CPU with no GPU (2026-12-06, the machine shared with another benchmark): the default
+12 cells took 1394 s (23 min) end to end, 618 s of it probes and 573 s truth runs (a 15-epoch truth run 17-25 s,
+the first candidate's confirmation about 2 min, later ones about 1 min); 14 cells with the checkpoints and 12 truths
+reused, 927 s. The --quick smoke run (1 set, 2 cells, 16 + 8 images of 96 px, 2 pretraining epochs, 2 confirmation
+seeds) takes about 90 s; its checkpoint learns nothing, so it checks the plumbing, not the rule. Nothing is
+downloaded.
 
     python benchmarks/accuracy_truth.py --keep /tmp/accuracy-truth      # the benchmark (rerun to resume)
     python benchmarks/accuracy_truth.py --quick                           # smoke run
