@@ -10,10 +10,11 @@ difference drawn from the cell's distribution. No trainer, no storage (no probe 
 
 A search has 1 or 5 candidates, all with the cell's true loss, arriving in random order with speedups of 1.2-3x;
 each is judged when it could beat the best feasible so far (the search's lazy rule), and the recommendation is the
-fastest kept. Cells: per-seed differences normal, Student t with 3 df (scaled to the same spread) or a collapse
+fastest kept. Cells (the goals: issue 52's): per-seed differences normal, Student t with 3 df (scaled to the same spread) or a collapse
 mixture (one seed in four loses 0.2 more; the others make up for it so the mean is the true loss), with true loss 0,
 0.5, 1, 2 and 4 times the allowed; and a "late" row: normal differences whose mean is 0 at the asked probe's
-length and grows, linear in the log of the length, to the true loss at the run's (a short probe sees no loss).
+length and grows, linear in the log of the length, to the true loss at the run's (a short probe sees no loss): no
+goal is set on it, it measures what the rule cannot see.
 
 Defaults follow issue 52's learnable set: allowed loss 0.02, per-seed differences spread 0.017 (its 4 paired seeds:
 +/- 0.014 at 90%), the default policy (10 epochs on 0.25 of the set, 2 seeds, 5% share of a 100-epoch run,
@@ -41,6 +42,8 @@ from speedopt.measure import JobOutcome, ProbeJob
 from speedopt.status import Status
 
 DISTS = ("normal", "t3", "collapse", "late")
+#: The cells issue 52's goals are set on; "late" shows what the rule cannot see (a loss hidden at every probe length).
+GOAL_DISTS = ("normal", "t3", "collapse")
 MULTIPLES = (0.0, 0.5, 1.0, 2.0, 4.0)
 COUNTS = (1, 5)
 BASELINE = Knobs(model="yolov5n", imgsz=160, batch=8)
@@ -171,11 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         share = f"{100 * t.recommended / n:.2f}% ({100 * low:.2f}-{100 * high:.2f})"
         lossy, power = (share, "-") if c.multiple >= 1 else ("-", share)
         print(f"| {c.dist} | {c.multiple:g}x | {c.count} | {lossy} | {power} | {t.probes / n:.1f} | {t.confirmations / n:.2f} |")
-        if c.multiple >= 1 and t.recommended / n > c.risk:
+        if c.multiple >= 1 and t.recommended / n > c.risk and c.dist in GOAL_DISTS:
             failed.append(f"{c.dist} {c.multiple:g}x {c.count}: lossy {100 * t.recommended / n:.2f}% > {100 * c.risk:g}%")
         if c.dist == "normal" and c.multiple == 0 and c.count == 1 and t.recommended / n < 0.5:
             failed.append(f"neutral normal candidate kept in {100 * t.recommended / n:.2f}% < 50%")
-    print("goals: " + ("met" if not failed else "NOT met: " + "; ".join(failed)))
+    print("goals (normal, t3, collapse; 'late' is beyond them): " + ("met" if not failed else "NOT met: " + "; ".join(failed)))
     return 0 if not failed else 1
 
 

@@ -76,6 +76,17 @@ def test_replay_replays_the_search_against_its_stored_tables():
     assert len(ceilings) == 2 and all(s > 0 for s in ceilings), out
 
 
+def test_verdict_error_drives_the_shipped_judge_and_prints_its_table():
+    """A few simulated searches per cell, one process: the real Judge with a scripted probe source."""
+    out = run_benchmark("verdict_error.py", "--searches", "30", "--dists", "normal", "--jobs", "1", timeout=120)
+    rows = re.findall(r"^\| normal \| ([\d.]+)x \| ([15]) \| (-|[\d.]+%[^|]*) \| (-|[\d.]+%[^|]*) \| ([\d.]+) \| ([\d.]+) \|$", out, re.MULTILINE)
+    assert len(rows) == 10, out  # 5 true losses x 1 and 5 candidates
+    for multiple, _, lossy, kept, probes, _ in rows:
+        assert (lossy == "-") == (float(multiple) < 1) and (kept == "-") == (float(multiple) >= 1)
+        assert float(probes) > 0  # the Judge asked the scripted source for probes
+    figure(r"^goals \(normal, t3, collapse; 'late' is beyond them\): ", out)
+
+
 GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
 GPU_TESTS = ROOT / "tests" / "gpu"
 #: Issue 46: the GPU check fits a 15-minute device slot in 8 minutes, and no GPU test takes over 90 s.
