@@ -381,7 +381,7 @@ def naive_loss(url: str, base_sig: dict[str, Any], cand_sig: dict[str, Any], arg
     set's probe cache holds them (the screening's first look); None when the cache lacks one of those probes."""
     from optuna.storages import get_storage
 
-    from speedopt.quality._cache import ProbeResult, cache_entries
+    from speedopt.quality import ProbeResult, cache_entries
 
     found: dict[tuple[str, int], float] = {}
     for entry in cache_entries(get_storage(url), None).values():
@@ -400,7 +400,7 @@ def largest_probe(url: str) -> float:
     """The largest probe the set's cache holds, in epochs of the whole train set (0 when none)."""
     from optuna.storages import get_storage
 
-    from speedopt.quality._cache import cache_entries
+    from speedopt.quality import cache_entries
 
     sizes = [float(e.get("epochs", 0)) * float(e.get("fraction", 0)) for e in cache_entries(get_storage(url), None).values()]
     return max(sizes, default=0.0)
@@ -410,7 +410,7 @@ def probe_seconds(url: str) -> float:
     """Wall time of every probe the set's cache holds (each was run once, by one of the set's searches)."""
     from optuna.storages import get_storage
 
-    from speedopt.quality._cache import cache_entries
+    from speedopt.quality import cache_entries
 
     return float(sum(e.get("seconds") or 0.0 for e in cache_entries(get_storage(url), None).values()))
 
@@ -601,8 +601,7 @@ def _arguments() -> argparse.Namespace:
 def check(args: argparse.Namespace) -> None:
     """Refuse settings under which the truth is not the issue's: a run of at least 15 epochs and at least 3 times
     the largest probe (the confirmation's long probe), sets that exist, at least one truth seed."""
-    from speedopt.quality._budget import ProbeBudget
-    from speedopt.quality._rule import confirm_budget
+    from speedopt.quality import ProbeBudget
 
     if args.epochs < 15:
         raise SystemExit(f"--epochs must be at least 15 (the issue's truth), got {args.epochs}")
@@ -610,7 +609,7 @@ def check(args: argparse.Namespace) -> None:
     if unknown or args.truth_seeds < 1:
         raise SystemExit(f"unknown set(s) {sorted(unknown)}" if unknown else "--truth-seeds must be at least 1")
     asked = ProbeBudget(args.probe_epochs, args.probe_fraction)
-    long = confirm_budget(asked, asked, args.probe_share, args.epochs) if asked.within(args.probe_share, args.epochs) else None
+    long = asked.twice(asked, args.probe_share, args.epochs) if asked.within(args.probe_share, args.epochs) else None
     if long is None:
         raise SystemExit(f"no confirmation fits: a probe of {asked} and one at least twice as long must train at most "
                          f"{args.probe_share:g} of the {args.epochs}-epoch run; raise --probe-share or lower the budget")

@@ -46,6 +46,14 @@ class ProbeBudget:
             return ProbeBudget(self.epochs, min(1.0, 2 * self.fraction))
         return ProbeBudget(2 * self.epochs, 1.0)
 
+    def twice(self, asked: ProbeBudget, share: float, run_epochs: int) -> ProbeBudget | None:
+        """A confirmation's long budget: the first up the ladder from this one at least twice its size (the cheapest
+        second length that shows how a loss moves with training); None when it would pass the share cap."""
+        budget: ProbeBudget = self
+        while budget.size < 2 * self.size - 1e-9:
+            budget = budget.grown(asked)
+        return budget if budget.within(share, run_epochs) else None
+
     def __str__(self) -> str:
         return f"{self.epochs} epoch{'' if self.epochs == 1 else 's'} on {self.fraction:g} of the train set"
 

@@ -391,7 +391,7 @@ class Judge:
         sig = signature(knobs)
         allowed = self.policy.limit.allowed(ref.map50_95 or 0.0)
         screened = f"screened kept at {short.budget} on {len(short.seeds)} seeds (loss {short.loss:+.4f})"
-        long = rule.confirm_budget(short.budget, self.policy.budget, self.policy.share, self.target.run_epochs)
+        long = short.budget.twice(self.policy.budget, self.policy.share, self.target.run_epochs)
         if long is None:
             why = (
                 f"accuracy unknown: {screened}, but no probe of at least twice that length fits within "

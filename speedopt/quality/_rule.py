@@ -8,7 +8,7 @@ The rule has two stages, kept apart so that choosing a candidate and vouching fo
   only a candidate for confirmation.
 - **Confirmation** on fresh seeds (``--confirm-seeds`` of them from :data:`CONFIRM_SEED0` on, never used to screen),
   at the screened budget and at the next one up the ladder at least twice as long, within the share cap
-  (:func:`confirm_budget`), so every kept rests on looks at two probe lengths. The search's stated risk (``--risk``) is spent over every confirmation it starts: the
+  (:meth:`~speedopt.quality._budget.ProbeBudget.twice`), so every kept rests on looks at two probe lengths. The search's stated risk (``--risk``) is spent over every confirmation it starts: the
   i-th gets half of what the earlier ones left (:func:`confirm_risk`), split evenly over its looks. So the
   chance that any confirmed candidate loses more than allowed stays within the risk (normal per-seed
   differences), however many candidates were screened and however many looks each took.
@@ -96,15 +96,6 @@ def confirm_risk(risk: float, index: int) -> float:
     """The risk the ``index``-th confirmation of a search (0 first) may spend: half of what the earlier ones left,
     so all of them together never spend more than ``risk``."""
     return risk / (1 << (index + 1))
-
-
-def confirm_budget(screened: ProbeBudget, asked: ProbeBudget, share: float, run_epochs: int) -> ProbeBudget | None:
-    """The confirmation's long budget: the first up the ladder from ``screened`` at least twice its size (the cheapest
-    second length that shows how the loss moves with training); None when it would pass the share cap."""
-    budget = screened
-    while budget.size < 2 * screened.size - 1e-9:
-        budget = budget.grown(asked)
-    return budget if budget.within(share, run_epochs) else None
 
 
 def disrupted(short: Look, long: Look, allowed: float) -> bool:

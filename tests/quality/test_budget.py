@@ -29,6 +29,14 @@ def test_the_ladder_doubles_epochs_then_the_fraction_then_epochs_again():
     assert ProbeBudget(5, 1.0).within(0.05, 100) and not ProbeBudget(6, 1.0).within(0.05, 100)
 
 
+def test_the_confirmation_is_the_first_probe_up_the_ladder_twice_the_screened_one_within_the_share():
+    asked = ProbeBudget(10, 0.25)
+    assert asked.twice(asked, 0.05, 100) == ProbeBudget(20, 0.25)  # 5 epochs of the set: the cap
+    assert asked.twice(asked, 0.05, 1000) == ProbeBudget(20, 0.25)  # the cheapest second length
+    assert ProbeBudget(40, 0.25).twice(asked, 0.05, 1000) == ProbeBudget(40, 0.5)  # epochs at 4x: the fraction
+    assert ProbeBudget(20, 0.25).twice(asked, 0.05, 100) is None  # screened at the cap: no second length
+
+
 def test_only_a_probe_that_learned_nothing_is_blind():
     assert "learned too little" in not_informative(0.0)  # probes that learned nothing
     assert "learned too little" in not_informative(quality.LOW_MAP - 1e-4)

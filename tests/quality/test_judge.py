@@ -233,6 +233,8 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert "confirmed on 2 fresh seeds at risk 5%" in small["quality_reason"], small["quality_reason"]
     assert "recommended: trial 1:" in loose.stdout and f"8 probe(s) ran, {screened} cache hit(s)" in loose.stdout
     assert "confirming yolov5n 32px b8" in loose.stderr, loose.stderr
+    spent = "risk 10% that a recommended accuracy change loses more than allowed at your run's length: 1 confirmation(s) on 2 fresh seeds spent 5% of it"
+    assert spent in loose.stdout, loose.stdout  # the summary states the risk and what reaching it spent
     kept_at = max(small["map_loss"], small["run_map_loss"]) + small["map_spread"]
     assert small["verdict"] == "feasible" and kept_at <= 0.5  # kept: its whole interval, at the probe's and the run's length
     report = run_cli("report", "--storage", url, "--study", "loose", "--out", str(tmp_path / "r"), cwd=tmp_path)
@@ -241,6 +243,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     text = (tmp_path / "r" / "loose.md").read_text()
     assert "2 seeds per signature, the candidate's paired with the baseline's" in text
     assert f"8 probes ran, {screened} cache hits" in text  # the loose study's screening cost nothing: the tight one ran it
+    assert f"The stated {spent}." in text  # the report says the same
     from speedopt.reporting._accuracy import accuracy_section  # the report's section: no validation timed again
 
     tight_outcome = outcome(optuna.load_study(study_name="tight", storage=url))

@@ -6,7 +6,7 @@ import pytest
 
 from speedopt.quality import ProbeBudget
 from speedopt.quality._budget import t_quantile
-from speedopt.quality._rule import Look, confirm_budget, confirm_risk, floor, half_width, run_loss
+from speedopt.quality._rule import Look, confirm_risk, floor, half_width, run_loss
 
 ASKED = ProbeBudget(10, 0.25)
 
@@ -28,14 +28,6 @@ def test_two_seeds_that_agree_by_chance_get_the_searchs_typical_spread():
 def test_confirmations_never_spend_more_than_the_stated_risk():
     spent = [confirm_risk(0.1, i) for i in range(40)]
     assert spent[:3] == pytest.approx([0.05, 0.025, 0.0125]) and sum(spent) < 0.1
-
-
-def test_the_confirmation_is_the_first_probe_up_the_ladder_twice_the_screened_one_within_the_share():
-    asked = ProbeBudget(10, 0.25)
-    assert confirm_budget(asked, asked, 0.05, 100) == ProbeBudget(20, 0.25)  # 5 epochs of the set: the cap
-    assert confirm_budget(asked, asked, 0.05, 1000) == ProbeBudget(20, 0.25)  # the cheapest second length
-    assert confirm_budget(ProbeBudget(40, 0.25), asked, 0.05, 1000) == ProbeBudget(40, 0.5)  # epochs at 4x: the fraction
-    assert confirm_budget(ProbeBudget(20, 0.25), asked, 0.05, 100) is None  # screened at the cap: no second length
 
 
 def test_the_run_loss_carries_a_growing_loss_on_and_gives_no_credit_for_a_shrinking_one():
