@@ -7,7 +7,7 @@ names the accuracy knobs a config changed without any check (quality off), so no
 
 from speedopt.quality._budget import LOW_MAP, ProbeBudget
 from speedopt.quality._cache import CACHE_STUDY, ProbeCache, ProbeResult, cache_entries, cache_key, merge_cache
-from speedopt.quality._judge import Judge, ProbeTarget, Reference
+from speedopt.quality._judge import Judge, Reference
 from speedopt.quality._policy import (
     ACCURACY_KNOBS,
     Feasibility,
@@ -22,6 +22,7 @@ from speedopt.quality._policy import (
     unchecked_knobs,
     unchecked_text,
 )
+from speedopt.quality._target import ProbeTarget
 from speedopt.quality._verdict import Verdict, not_measured
 
 __all__ = [

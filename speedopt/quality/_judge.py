@@ -21,8 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from speedopt import defaults, machine
-from speedopt.errors import UsageError
+from speedopt import machine
 from speedopt.knobs import Knobs
 from speedopt.measure import JobOutcome, ProbeJob, TrialProgress, run_job
 from speedopt.offline import cache_dir
@@ -38,49 +37,14 @@ from speedopt.quality._policy import (
     unchecked_text,
 )
 from speedopt.quality._price import Price, saving_s
+from speedopt.quality._reason import fix_text as _fix
+from speedopt.quality._reason import look_text as _look_text
+from speedopt.quality._reason import with_look as _with_look
+from speedopt.quality._target import ProbeTarget
 from speedopt.quality._verdict import Verdict
 
 if TYPE_CHECKING:
     from optuna.storages import BaseStorage
-
-
-@dataclass(frozen=True)
-class ProbeTarget:
-    """What probes train on: the study's data, dataset fingerprint, trainer and device."""
-
-    data: str
-    dataset_id: str
-    engine: str
-    yolov5_dir: str | None
-    device: str
-    copies: tuple[tuple[int, str], ...] = ()  # (imgsz, data.yaml) of the prepared copies data=resized trains on
-    copy_format: str = ""  # their format (jpg, png, npy): part of a resized signature's cache key
-    train_images: int = 0  # the train split's images: with run_epochs, the user's run a probe is priced against
-    run_epochs: int = defaults.EPOCHS
-
-    @property
-    def run_images(self) -> int:
-        """Images the user's whole run trains (``--epochs`` x the train split)."""
-        return self.run_epochs * self.train_images
-
-    def data_yaml(self, knobs: Knobs) -> str:
-        """The data.yaml a probe of ``knobs`` trains on: the original, or the copy at its imgsz."""
-        if knobs.data != "resized":
-            return self.data
-        for imgsz, yaml in self.copies:
-            if imgsz == knobs.imgsz:
-                return yaml
-        raise UsageError(f"no prepared copy at imgsz={knobs.imgsz} to probe data=resized on; run `speedopt prepare`")
-
-
-def _fix(policy: Policy, straddles: bool = False) -> str:
-    """What would let the probes judge: weights to fine-tune (when none were given), a larger budget or share,
-    and where the loss's interval straddles the allowed loss, more seeds (a narrower interval)."""
-    fixes = [] if policy.weights else ["give --weights (probes then fine-tune)"]
-    fixes.append("raise --probe-grow, --probe-share, --probe-epochs or --probe-fraction")
-    if straddles:
-        fixes.append(f"give more --probe-seeds than {policy.seeds}")
-    return ", or ".join(fixes)
 
 
 @dataclass(frozen=True)
@@ -377,7 +341,7 @@ class Judge:
             return replace(blank, reason=f"accuracy unknown: not probed: {stop}", probe_estimate_s=estimate)
         half = self._half(look, rule.SCREEN_CONFIDENCE)
         decided = rule.verdict(look.loss, half, allowed)
-        reason = _look_text(look, half, allowed, decided, ref, self.policy.budget)
+        reason = _look_text(look, half, allowed, decided, self.policy.budget, (ref.budget, ref.grown))
         if decided is Feasibility.UNKNOWN:
             reason = f"accuracy unknown: {reason}; stopped: {stop}; {_fix(self.policy, straddles=True)}"
         return _with_look(replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate), look, half, allowed)
@@ -420,7 +384,7 @@ class Judge:
         half = self._half(look, 1 - risk)
         at_run, growth = rule.run_loss(fresh, look, float(self.target.run_epochs))
         measured = rule.verdict(look.loss, half, allowed)
-        text = _look_text(look, half, allowed, measured, None, self.policy.budget)  # its length is the rule's, not grown
+        text = _look_text(look, half, allowed, measured, self.policy.budget, None)  # its length is the rule's, not grown
         decided = measured
         if decided is Feasibility.FEASIBLE and at_run + half > allowed:
             decided = Feasibility.UNKNOWN  # within at the probe's length, not carried on to the run's
@@ -443,27 +407,3 @@ class Judge:
             reason = f"accuracy unknown: {screened}; not confirmed: {text} on {len(seeds)} fresh seeds at risk {100 * risk:g}%{grown}; {fix}"
         verdict = replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate, risk=risk, run_loss=at_run)
         return _with_look(verdict, look, half, allowed)
-
-
-def _look_text(look: rule.Look, half: float, allowed: float, decided: Feasibility, ref: Reference | None, asked: ProbeBudget) -> str:
-    """``mAP50-95 0.41 vs baseline 0.42 on 4 paired seeds: loss +0.01 +/- 0.005 within the allowed 0.02`` (and how
-    the screening's budget grew; ``ref`` None: a confirmation's look, whose length the rule sets)."""
-    within = {Feasibility.FEASIBLE: "within", Feasibility.REJECTED: "beyond"}.get(decided, "straddles")
-    if ref is None:
-        grown = f" at {look.budget}"
-    elif look.budget != ref.budget:
-        grown = f"; probe budget grown from {asked} to {look.budget}"
-    else:
-        grown = f"; probe budget {ref.grown}" if ref.grown else ""
-    return (
-        f"mAP50-95 {look.mean:.4f} vs baseline {look.reference:.4f} on {len(look.cand)} paired seeds: loss {look.loss:.4f} "
-        f"+/- {half:.4f} {within} the allowed {allowed:.4f}{grown}"
-    )
-
-
-def _with_look(verdict: Verdict, look: rule.Look, half: float, allowed: float) -> Verdict:
-    """The verdict with the figures of the look it was decided at."""
-    return replace(
-        verdict, map50=look.map50, map50_95=look.mean, map_loss=look.loss, spread=half, allowed=allowed,
-        reference=look.reference, budget=look.budget,
-    )
