@@ -205,8 +205,10 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     base, small = (flat_attrs(t.user_attrs) for t in trials)
     assert base["feasible"] is True and base["probes_run"] == 0
     assert small["config"]["imgsz"] == 32
-    screened = small["probes_run"]  # the baseline on two seeds, then the candidate on the same two, doubled while it straddles
-    assert screened in (4, 8, 16), small
+    # The baseline on two seeds (again at a grown budget where the first learned too little: how far depends on the
+    # machine's threads), then the candidate on the same two, doubled while it straddles.
+    screened = small["probes_run"]
+    assert screened >= 4 and screened % 2 == 0, small
     ref_budget = quality.ProbeBudget(small["probe_epochs"], small["probe_fraction"])  # as asked, or grown for the baseline
     ref, cand = small["baseline_map50_95"], small["probe_map50_95"]
     assert ref > quality.LOW_MAP / 2, "the baseline probe learned nothing: the test budget is too small"
