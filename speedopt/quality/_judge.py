@@ -295,22 +295,20 @@ class Judge:
         )
         if ref.blind:  # a candidate's probe could not say anything: do not run it
             return replace(blank, reason=f"accuracy unknown: {ref.blind}; {_fix(self.policy)}")
-        screened = self._screen(knobs, ref, saving)
+        screened = self._screen(knobs, blank, ref, saving)
         if isinstance(screened, Verdict):
             return screened
         look, estimate = screened
-        return self._confirm(knobs, blank, look, ref, saving, estimate)
+        return self._confirm(knobs, blank, look, saving, estimate)
 
-    def _screen(self, knobs: Knobs, ref: Reference, saving: float | None) -> Verdict | tuple[rule.Look, float | None]:
+    def _screen(
+        self, knobs: Knobs, blank: Verdict, ref: Reference, saving: float | None
+    ) -> Verdict | tuple[rule.Look, float | None]:
         """Screening: looks on the policy's seeds until one decides or the next would cost more than it is worth.
         A look that screens kept is returned for confirmation (with the probes' estimate so far); any other end is
-        the verdict."""
+        the verdict (``blank`` filled in)."""
         sig = signature(knobs)
-        allowed = self.policy.limit.allowed(ref.map50_95 or 0.0)
-        blank = Verdict(
-            sig, Feasibility.UNKNOWN, allowed=allowed, reference=ref.map50_95, reference_spread=ref.spread,
-            budget=ref.budget, saving_s=saving,
-        )
+        allowed = blank.allowed or 0.0
         step: tuple[ProbeBudget, int] | None = (ref.budget or self.policy.budget, self.policy.seeds)
         look: rule.Look | None = None
         estimate: float | None = None
@@ -347,13 +345,13 @@ class Judge:
         return _with_look(replace(blank, feasibility=decided, reason=reason, probe_estimate_s=estimate), look, half, allowed)
 
     def _confirm(
-        self, knobs: Knobs, blank: Verdict, short: rule.Look, ref: Reference, saving: float | None, estimate: float | None
+        self, knobs: Knobs, blank: Verdict, short: rule.Look, saving: float | None, estimate: float | None
     ) -> Verdict:
-        """Confirmation of a screened candidate on fresh seeds at the longest budget within the share cap, at its share
-        of the search's risk: kept only when the loss's interval there and the loss carried on to the run's length
-        are both within the allowed loss."""
+        """Confirmation of a screened candidate on fresh seeds at its screened budget and the first twice as long, at its
+        share of the search's risk: kept only when the long look's interval and the loss carried on to the run's length
+        are within the allowed loss, and the baseline's own probes did not get worse with length."""
         sig = signature(knobs)
-        allowed = self.policy.limit.allowed(ref.map50_95 or 0.0)
+        allowed = blank.allowed or 0.0
         screened = f"screened kept at {short.budget} on {len(short.seeds)} seeds (loss {short.loss:+.4f})"
         long = short.budget.twice(self.policy.budget, self.policy.share, self.target.run_epochs)
         if long is None:
