@@ -281,6 +281,8 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"study {shown_name(result.study_name, markup=True)}: {result.complete} complete trials ({result.counts_text()}){result.failed_text()}", highlight=False)
     if result.stopped:
         out.print(f"search stopped early: {result.stopped}", highlight=False)
+    if result.optimizer_text():
+        out.print(result.optimizer_text(), highlight=False)
     print_quality(out, result)
     if result.recommended is None:
         out.print("no feasible trial measured ok: see the statuses above", highlight=False)

@@ -32,6 +32,11 @@ from speedopt.knobs import KNOBS, Knobs
 class Clock(Protocol):
     """What an engine calls around each batch (see :class:`speedopt.measure._clock.StepClock`)."""
 
+    warmup: int  # the trial's warm-up batches, not measured: the trainer's own warm-up must end within them
+
+    def cycle(self, batches: int) -> None:
+        """Batches per optimizer step in the measured window: the window then holds whole cycles."""
+
     def batch_start(self) -> None: ...
 
     def batch_end(self, images: int) -> None: ...
@@ -118,6 +123,10 @@ class EngineReport:
     compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials only)
     forward_gflops: float | None = None  # the model's forward GFLOPs per image at imgsz, as the trainer counts them
     flops_how: str = ""  # how they were counted (engines._flops), or why they were not
+    optimizer: str = ""  # the optimizer the trial trained, as the trainer resolved it for the user's run ("": not read)
+    optimizer_args: tuple[str, ...] = ()  # the trainer arguments that train it in a run of any length (verify's)
+    optimizer_step_s: float | None = None  # one optimizer step (and EMA update), median seconds, device synchronised
+    accumulate: int | None = None  # batches per optimizer step in the measured window: the run's steady cadence
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,7 @@ class ProbeRun:
     #: The user's run this probe is a miniature of: its closing no-mosaic epochs take the run's share of the probe, as
     #: the learning rate already anneals over it (0: the trainer's schedule for a run of ``epochs``).
     run_epochs: int = 0
+    run_images: int = 0  # the user's run's train images: with run_epochs, the run whose optimizer the probe trains
 
 
 @dataclass(frozen=True)
@@ -224,6 +234,22 @@ class Engine(abc.ABC):
         them back and ends with the status :data:`speedopt.engines.SILENT_STATUS` gives (the report's honoured
         table lists them). Default: none declared (an engine may still reject inline)."""
         return {}
+
+    def optimizer_args(self, train_images: int, batch: int, epochs: int, classes: int) -> tuple[str, ...]:
+        """The trainer arguments that make a run of any length train the optimizer the trainer picks for a run of
+        ``epochs`` on ``train_images`` at ``batch`` (asked of the installed trainer). Default: none (its own default
+        does not depend on the run's length)."""
+        return ()
+
+    def warmup_epochs(self, epochs: int, per_epoch: int) -> float:
+        """The epochs (of ``per_epoch`` batches) a run of ``epochs`` spends in the trainer's warm-up, where it steps the
+        optimizer more often than after: ``verify`` compares the epochs after it. Default: none."""
+        return 0.0
+
+    def warmup_steps(self, train_images: int, batch: int, epochs: int) -> tuple[int, float] | None:
+        """The optimizer steps of the run's warm-up, and what its steady cadence would step in as many batches (the
+        projection counts the difference at the trial's measured step time). Default: None, not known."""
+        return None
 
     def mosaic_off_epochs(self, epochs: int) -> int:
         """How many of a run's ``epochs`` the trainer trains with mosaic off (Ultralytics: its last ``close_mosaic``);

@@ -38,6 +38,12 @@ def close_mosaic() -> int:
     return int(match.group(1)) if match else 0
 
 
+def warmup_epochs() -> float:
+    """The trainer's default ``warmup_epochs`` (its accumulation and learning-rate ramp); 0 where it has none."""
+    match = re.match(r"warmup_epochs:\s*([0-9.]+)", default_line("warmup_epochs"))
+    return float(match.group(1)) if match else 0.0
+
+
 def miniature(epochs: int, run_epochs: int) -> dict[str, int]:
     """A probe of ``epochs`` as the user's run of ``run_epochs`` in miniature: its closing no-mosaic epochs take the
     same share of the probe as of the run (at least one where the run has any), so a probe ends as the run ends (the

@@ -60,8 +60,9 @@ from speedopt.engines._common import (
 )
 from speedopt.engines._flops import forward_gflops
 from speedopt.engines._silent import reject, silent_changes
-from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes, miniature
+from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes, miniature, warmup_epochs
 from speedopt.engines._ultralytics_labels import patch_labels
+from speedopt.engines._ultralytics_optim import resolve, run_iterations, run_optimizer, steady_cadence, warmup_steps
 from speedopt.engines._ultralytics_settings import apply_settings, settings_env
 from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
 from speedopt.status import Status, TrialFinished, TrialRejected
@@ -70,15 +71,6 @@ CPU_WORKERS_REASON = (
     "on CPU `yolo detect train` runs 0 dataloader workers whatever the command says "
     "(the trainer sets workers=0 on CPU), so the trial runs 0 as the real run will"
 )
-
-
-def optimizer_for(images_total: int, batch: int, epochs: int) -> str:
-    """The optimizer ``optimizer=auto`` would pick for the FULL run (SGD past 10k iterations, else auto).
-
-    A trial trains on a subset, where ``auto`` would count fewer iterations and may pick AdamW.
-    """
-    iterations = -(-images_total // max(batch, 64)) * epochs
-    return "SGD" if iterations > 10_000 else "auto"
 
 
 def _patch_module() -> None:
@@ -153,6 +145,15 @@ class UltralyticsEngine(Engine):
 
     def mosaic_off_epochs(self, epochs: int) -> int:
         return min(epochs, close_mosaic())  # the user's command leaves close_mosaic at the trainer's default
+
+    def optimizer_args(self, train_images: int, batch: int, epochs: int, classes: int) -> tuple[str, ...]:
+        return resolve(train_images, batch, epochs, classes).args()
+
+    def warmup_epochs(self, epochs: int, per_epoch: int) -> float:
+        return min(warmup_epochs(), max(epochs - 1, 0))  # BaseTrainer._get_warmup_iterations: the last epoch is never in it
+
+    def warmup_steps(self, train_images: int, batch: int, epochs: int) -> tuple[int, float] | None:
+        return warmup_steps(train_images, batch, epochs, warmup_epochs())
 
     def environment(self, cache_dir: Path) -> dict[str, str]:
         return settings_env(cache_dir)  # private, offline settings (shared with the classic engine)
@@ -242,6 +243,8 @@ class UltralyticsEngine(Engine):
             seen["im_files"] = list(dataset.im_files)
             seen["as_run"] = as_run = _knobs_as_run(trainer, knobs)
             seen["images_used"] = len(dataset)
+            seen["accumulate"] = int(trainer.accumulate)  # the nominal cadence: the window steps the optimizer at it
+            clock.cycle(seen["accumulate"])
             reject(silent_changes(knobs, as_run, _SILENT_RULES, ("cache", "amp", "imgsz", "compile", "channels_last",
                                                                  "deterministic")))
             _ceiling_mode(trainer, run.mode, clock)
@@ -264,6 +267,8 @@ class UltralyticsEngine(Engine):
         hooks["on_train_batch_end"].append(batch_end)
         trainer = DetectionTrainer(overrides=_train_overrides(run), _callbacks=hooks)
         builds, _ = _patch_trainer(trainer, images, eager_reference=knobs.compile != COMPILE_OFF and run.mode == "train")
+        optimizer = run_optimizer(trainer, run_iterations(run.images_total, knobs.batch, run.epochs))
+        steady_cadence(trainer, clock.warmup)
         _guard_mosaic(trainer, seen)
         try:
             trainer.train()
@@ -279,6 +284,7 @@ class UltralyticsEngine(Engine):
                 if close is not None:
                     close()
         as_run: Knobs = seen["as_run"]
+        chosen = optimizer.get("chosen")
         why = "the trainer runs 0 on CPU and caps workers at the CPU cores and at the batches per epoch"
         gflops, how = forward_gflops(trainer.model, as_run.imgsz, ("Ultralytics' get_flops", get_flops))
         return EngineReport(
@@ -292,6 +298,10 @@ class UltralyticsEngine(Engine):
             compile_loss_gap=seen.get("loss_gap"),
             forward_gflops=gflops,
             flops_how=how,
+            optimizer=chosen.name if chosen else "",
+            optimizer_args=chosen.args() if chosen else (),
+            optimizer_step_s=_median(optimizer["step_s"]),
+            accumulate=seen.get("accumulate"),
             **_images_read(seen),
         )
 
@@ -368,7 +378,6 @@ def _train_overrides(run: TrainRun) -> dict[str, Any]:
         "freeze": knobs.freeze or None,
         "device": run.device,
         "epochs": run.epochs,
-        "optimizer": optimizer_for(run.images_total, knobs.batch, run.epochs),
         "fraction": run.images if run.images < run.images_total else 1.0,
         "project": str(run.workdir),
         "name": "train",
@@ -418,7 +427,15 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
     hooks["on_train_epoch_end"].append(on_epoch_end)
     trainer = DetectionTrainer(overrides=overrides, _callbacks=hooks)
     trainer.final_eval = lambda: None  # would validate best.pt, the same weights, a second time
+    if run.run_epochs and run.run_images:  # the optimizer optimizer=auto gives the user's whole run, not the probe's
+        run_optimizer(trainer, run_iterations(run.run_images, knobs.batch, run.run_epochs))
     return trainer
+
+
+def _median(values: list[float]) -> float | None:
+    import statistics
+
+    return statistics.median(values) if values else None
 
 
 def _knobs_as_run(trainer: Any, asked: Knobs) -> Knobs:

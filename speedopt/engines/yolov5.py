@@ -57,6 +57,9 @@ _AMP_REASON = (
 )
 
 
+WARMUP_FLOOR = 100  # train.py's least warm-up iterations: a trial's window lies inside them (docs/trial.md)
+
+
 class Yolov5Engine(Engine):
     name = "yolov5"
     install_hint = "pip install 'speedopt[yolov5]', or give --yolov5-dir PATH (a clone of ultralytics/yolov5)"
@@ -140,6 +143,10 @@ class Yolov5Engine(Engine):
                 yield
         finally:
             close_loaders(seen)
+
+    def warmup_epochs(self, epochs: int, per_epoch: int) -> float:
+        # train.py warms up max(round(warmup_epochs x batches per epoch), 100) iterations (hyp warmup_epochs 3.0)
+        return min(float(epochs), max(3.0 * per_epoch, WARMUP_FLOOR) / max(per_epoch, 1))
 
     def preload(self) -> None:
         # Not train.py nor any yolov5 module: train.py makes its default paths (--hyp, --cfg) relative to the
@@ -275,6 +282,7 @@ class Yolov5Engine(Engine):
         return EngineReport(
             knobs=as_run, images_used=len(seen["dataset"]), notes=notes, label_scan_s=float(sum(seen["scans"])),
             image_bytes_mean=mean_bytes, image_long_side=long_side, forward_gflops=gflops, flops_how=how,
+            optimizer="SGD",  # train.py's own default (--optimizer SGD), whatever the run's length
         )
 
 

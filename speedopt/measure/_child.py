@@ -78,7 +78,8 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
         saved = f", saved the checkpoint in {save_s:.2f} s" if save_s is not None else ""
         return f"validated {images} images in {seconds:.2f} s{saved}"
     assert isinstance(job, ProbeJob)
-    probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights, job.run_epochs)
+    probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights, job.run_epochs,
+                     job.run_images)
     scores = engine.probe(probe, lambda done, of: publish(phase="epoch", done=done, of=of))
     figures.update(map50=scores.map50, map50_95=scores.map50_95, images=scores.images)
     return f"trained {probe.epochs} epochs on {scores.images} images"
@@ -139,6 +140,10 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         warmup_s=list(stats.warmup_s),
         compile_s=one_time_s(stats.warmup_s, stats.step_s) if report.knobs.compile != COMPILE_OFF else None,
         compile_loss_gap=report.compile_loss_gap,
+        optimizer=report.optimizer,
+        optimizer_args=list(report.optimizer_args),
+        optimizer_step_s=report.optimizer_step_s,
+        accumulate=report.accumulate,
         **_yardstick(report, stats.images_per_s, gpu),
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"

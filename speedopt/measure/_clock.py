@@ -128,6 +128,14 @@ class StepClock:
         self._warm_s: list[float] = []
         self._ci: float | None = None
         self._quantiles = t_quantiles(self.max_steps)
+        self._cycle = 1
+
+    def cycle(self, batches: int) -> None:
+        """Batches per optimizer step in the window (the trainer's nominal accumulation): the window then ends on a
+        whole number of cycles, so it holds as many optimizer steps per batch as the run's steady state. Where the
+        maximum window holds no whole cycle beyond the minimum, the window is as before."""
+        if batches > 1 and -(-self.steps // batches) * batches <= self.max_steps:
+            self._cycle = batches
 
     @property
     def batches(self) -> int:
@@ -174,10 +182,10 @@ class StepClock:
 
     def _done(self) -> bool:
         n = len(self._intervals)
-        if n < self.steps:
+        if n < self.steps or n % self._cycle:
             return False
         self._ci = mean_ci_rel(self._intervals, self._quantiles)
-        return (self._ci <= self.target and self.drift() <= self.target) or n >= self.max_steps
+        return (self._ci <= self.target and self.drift() <= self.target) or n + self._cycle > self.max_steps
 
     def drift(self) -> float:
         """How far the mean step of the window's second half is from its first half's, relative to the

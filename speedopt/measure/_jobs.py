@@ -46,6 +46,7 @@ class ProbeJob(_EngineJob):
     fraction: float = defaults.PROBE_FRACTION
     seed: int = 0
     run_epochs: int = 0  # the user's run the probe is a miniature of (its schedule's shares); 0: the probe's own
+    run_images: int = 0  # that run's train images: the optimizer it trains is the one optimizer=auto gives that run
 
 
 @dataclass(frozen=True)

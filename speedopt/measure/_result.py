@@ -46,6 +46,10 @@ class TrialResult:
     warmup_s: tuple[float, ...] = field(default=(), repr=False)  # each warm-up batch's seconds, in order
     compile_s: float | None = None  # torch.compile's one-time cost: the warm-up steps beyond steady ones (compile trials)
     compile_loss_gap: float | None = None  # compiled vs eager loss on the first batch, relative (compile trials)
+    optimizer: str = ""  # as the trainer resolved optimizer=auto for the user's whole run ("": not recorded)
+    optimizer_args: tuple[str, ...] = ()  # the trainer arguments that train it in a run of any length
+    optimizer_step_s: float | None = None  # one optimizer step (with the EMA update), median seconds
+    accumulate: int | None = None  # batches per optimizer step in the window: the run's steady cadence
     # The absolute yardstick (measure._peak): the model's GFLOPs per trained image, an estimate with its basis (3 x
     # the trainer's forward count), and the share of the GPU's dense datasheet peak reached for the precision run
     # (per GPU: rank 0's images/s on its GPU); None with the reason in peak_basis ("peak unknown on a CPU").
@@ -127,6 +131,7 @@ class TrialResult:
         data["step_s"] = list(self.step_s)
         data["warmup_s"] = list(self.warmup_s)
         data["rank_images_per_s"] = list(self.rank_images_per_s)
+        data["optimizer_args"] = list(self.optimizer_args)
         return data
 
     @classmethod
@@ -144,6 +149,7 @@ class TrialResult:
         values["step_s"] = tuple(v for v in values.get("step_s") or () if v is not None)
         values["warmup_s"] = tuple(v for v in values.get("warmup_s") or () if v is not None)
         values["rank_images_per_s"] = tuple(values.get("rank_images_per_s", ()))
+        values["optimizer_args"] = tuple(str(v) for v in values.get("optimizer_args") or ())
 
         return cls(**values)
 

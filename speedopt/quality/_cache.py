@@ -55,10 +55,13 @@ class ProbeResult:
 
 def cache_key(dataset_id: str, sig: dict[str, Any], policy: Policy, seed: int, engine: str, run_epochs: int = 0) -> str:
     """The entry of one signature's probe under one budget and seed; ``run_epochs``: the run a probe longer than its own
-    schedule is a miniature of (its warm-up and closing epochs depend on it), 0 for a probe of the trainer's own."""
+    schedule is a miniature of (its warm-up and closing epochs depend on it, and the optimizer of the whole run that it
+    trains with), 0 for a probe of the trainer's own."""
     parts: list[Any] = [dataset_id, sig, policy.epochs, policy.fraction, policy.weights_id, seed, engine]
     if run_epochs > policy.epochs:
         parts.append(f"closing share of {run_epochs}")  # the miniature's rule: a probe of another rule is another entry
+    if run_epochs:
+        parts.append("the run's optimizer")  # issue 53: probes train what optimizer=auto gives the whole run
     material = json.dumps(parts, sort_keys=True)
     return "probe:" + hashlib.sha256(material.encode()).hexdigest()[:20]
 

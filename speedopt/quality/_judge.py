@@ -144,6 +144,7 @@ class Judge:
             fraction=budget.fraction,
             seed=seed,
             run_epochs=self.target.run_epochs,
+            run_images=self.target.train_images,
         )
         asked = "" if budget == self.policy.budget else f" ({budget})"
         label = f"probe {signature_text(sig)} seed {seed}{asked}"

@@ -31,7 +31,8 @@ def projections(
         notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
         measure_validation = False
     finals = result.finals
-    off = engines.get(p.engine, yolov5_dir=p.yolov5_dir).mosaic_off_epochs(epochs)
+    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    off = engine.mosaic_off_epochs(epochs)
     for r in pair:
         if r is None or not r.result.ok or r.number in out:
             continue
@@ -51,6 +52,7 @@ def projections(
         out[r.number] = project(
             run, epochs, val_s, median, rounds, rounds_of=rounds_of, labels=label_build_for(study, p, r.config),
             prepare_s=prepare_s_for(p, r.config), save_s=save_s, mosaic=mosaic_off_of(study, r.config, off), mosaic_epochs=off,
+            warmup=engine.warmup_steps(run.images_total or 0, run.config.batch, epochs) if run.images_total else None,
         )
     return out, notes
 

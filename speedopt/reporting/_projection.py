@@ -58,6 +58,7 @@ class Projection:
     compile_s: float = 0.0  # torch.compile's one-time cost, measured in the config's trial, counted once
     mosaic_off_epochs: int = 0  # of ``epochs``, those the trainer runs with mosaic off (its last close_mosaic)
     epoch_train_off_s: float | None = None  # one of those epochs' training (None: counted at epoch_train_s)
+    warmup_s: float = 0.0  # the optimizer steps the trainer's warm-up adds beyond its steady cadence, at the measured step time
 
     @property
     def epoch_s(self) -> float:
@@ -73,6 +74,7 @@ class Projection:
             + self.mosaic_off_epochs * (self.epoch_train_s if self.epoch_train_off_s is None else self.epoch_train_off_s),
             "validation": self.epochs * (self.val_s or 0.0),
             "checkpoint saves": self.epochs * (self.save_s or 0.0),
+            "optimizer warm-up": self.warmup_s,
         }
 
     def share(self, part: str) -> float | None:
@@ -92,6 +94,7 @@ def project(
     mosaic: MosaicOff | None = None,
     mosaic_epochs: int = 0,
     rounds_of: str = "finals",
+    warmup: tuple[int, float] | None = None,
 ) -> Projection | None:
     """The full-run estimate for a config measured ok (None for a trial without throughput).
 
@@ -103,6 +106,8 @@ def project(
     (last.pt and best.pt), timed with the validation pass, added to every epoch (an upper bound).
     ``mosaic_epochs``: the last epochs the trainer runs with mosaic off; ``mosaic``: the loader measured with mosaic
     on and off, which counts them at their own rate (without it, at the mosaic rate, and the basis says so).
+    ``warmup``: the optimizer steps of the run's warm-up and what its steady cadence steps in as many batches
+    (:meth:`speedopt.engines.Engine.warmup_steps`); the difference is counted at the trial's measured step time.
     """
     if result.images_per_s is None or not result.images_total:
         return None
@@ -146,10 +151,27 @@ def project(
         )
     elif off_epochs:
         basis.append(f"the last {off_epochs} epochs (mosaic off) counted at the mosaic rate: the loader was not measured with mosaic off")
+    warm_s = _warmup_s(result, warmup, basis)
     parts = Projection(
-        epochs, total_images, speed, build, epoch, val_s, 0.0, tuple(basis), scan, notes, save_s, compiled, off_epochs, epoch_off
+        epochs, total_images, speed, build, epoch, val_s, 0.0, tuple(basis), scan, notes, save_s, compiled, off_epochs, epoch_off,
+        warm_s,
     )
     return dataclasses.replace(parts, total_s=sum(parts.parts().values()))  # the total is its parts' sum, one formula
+
+
+def _warmup_s(result: TrialResult, warmup: tuple[int, float] | None, basis: list[str]) -> float:
+    """The seconds the run's warm-up adds: its extra optimizer steps at the trial's measured step time (an estimate)."""
+    if warmup is None or result.optimizer_step_s is None or not result.accumulate:
+        return 0.0
+    steps, steady = warmup
+    extra = max(0.0, steps - steady)
+    seconds = extra * result.optimizer_step_s
+    basis.append(
+        f"warm-up: the trainer's first epochs ramp accumulation up to {result.accumulate} batches a step, so the optimizer "
+        f"steps {steps} times where the measured cadence steps {steady:.0f}; the {extra:.0f} more steps at "
+        f"{result.optimizer_step_s:.3f} s each (measured in the trial, {result.optimizer or 'its optimizer'}): {seconds:.1f} s, an estimate"
+    )
+    return seconds
 
 
 def _one_time(

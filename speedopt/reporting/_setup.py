@@ -33,6 +33,7 @@ def machine_and_dataset_section(
         f"dataloader workers: until their prefetched batches are used) and {p.steps} to {p.max_steps} measured batches "
         f"each (until the 90% CI of the mean step time is within +/-5%); from {min(starts):%Y-%m-%d %H:%M} to {max(ends):%Y-%m-%d %H:%M} UTC, "
         f"{duration(busy)} of trials and probes",
+        *([f"- {result.optimizer_text()[0].upper()}{result.optimizer_text()[1:]}"] if result.optimizer_text() else []),
         "",
     ]
 

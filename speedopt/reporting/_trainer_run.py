@@ -11,9 +11,9 @@ the caller owns. Each epoch's time comes from the trainer's own output:
   its ``Starting training for`` line (stdout read line by line, timestamped).
 
 For Ultralytics the short run gets ``close_mosaic=0`` (a run of at most 10 epochs would otherwise
-train without mosaic from epoch 1, while the full run and the trials train with it) and
-``optimizer=SGD`` where ``optimizer=auto`` picks SGD for the full run but would not for the short one;
-both are printed with the command and explained in its notes.
+train without mosaic from epoch 1, while the full run and the trials train with it) and the optimizer,
+lr0 and warm-up bias lr that ``optimizer=auto`` gives the full run (as the trial's trainer resolved them:
+a shorter run would resolve its own); both are printed with the command and explained in its notes.
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
     from speedopt.data import load, write_trainer_yaml
 
     runs = work / "runs"
-    total = len(load(rec.data).train_images)
+    dataset = load(rec.data)
+    total = len(dataset.train_images)
     count = leading_count(total, fraction)
     words = shlex.split(rec.command(epochs))
     shown = rec.command(epochs)
@@ -171,19 +172,23 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
         yolo = Path(sys.executable).parent / "yolo"
         if not yolo.is_file():
             raise UsageError(f"no `yolo` executable beside {sys.executable}; install ultralytics in this environment")
-        from speedopt.engines.ultralytics import optimizer_for
-
         added = [f"fraction={fraction!r}"] if fraction is not None else []
-        full_epochs, batch = rec.protocol.epochs, rec.knobs.batch
+        full_epochs = rec.protocol.epochs
         if full_epochs > CLOSE_MOSAIC and epochs <= full_epochs:
             added.append("close_mosaic=0")
             notes.append(
                 f"close_mosaic=0: the full run ({full_epochs} epochs) trains its first {full_epochs - CLOSE_MOSAIC} with mosaic, "
                 f"as the trials measured; a {epochs}-epoch run would turn mosaic off from epoch {max(1, epochs - CLOSE_MOSAIC + 1)}"
             )
-        if optimizer_for(total, batch, full_epochs) == "SGD" and optimizer_for(count, batch, epochs) != "SGD":
-            added.append("optimizer=SGD")
-            notes.append(f"optimizer=SGD: what optimizer=auto picks for the full run ({full_epochs} epochs of {total} images), as the trials ran")
+        engine, classes = engines.get(rec.protocol.engine), len(dataset.names)
+        optimizer = rec.trial.result.optimizer_args or engine.optimizer_args(total, rec.knobs.batch, full_epochs, classes)
+        own = engine.optimizer_args(count, rec.knobs.batch, epochs, classes)  # what this short run would resolve
+        if optimizer and optimizer != own and not any(w.startswith("optimizer=") for w in words):
+            added += list(optimizer)
+            notes.append(
+                f"{' '.join(optimizer)}: what optimizer=auto gives the full run ({full_epochs} epochs of {total} images), "
+                f"as the trials trained; this {epochs}-epoch run would resolve {' '.join(own) or 'another'}"
+            )
         shown = shlex.join([*shlex.split(shown), *added])
         argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
         # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is

@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from speedopt import engines
 from speedopt.errors import UsageError
 from speedopt.isolation import measuring, private_folder
 from speedopt.knobs import check_loads
@@ -60,6 +61,7 @@ class Verification:
     started: str  # ISO 8601, UTC
     wall_s: float
     images_per_s_source: str = ""  # "trial 4" or "the median of trial 4's finals rounds"
+    warmup_epochs: int = 0  # the leading epochs in the trainer's warm-up (its optimizer steps more often): not compared
     notes: tuple[str, ...] = ()
     log_tail: str = dataclasses.field(default="", repr=False)
 
@@ -73,9 +75,15 @@ class Verification:
         return self.train_images / self.predicted_images_per_s + (self.val_s or 0.0)
 
     @property
+    def steady_epoch_s(self) -> tuple[float, ...]:
+        """The epochs after the trainer's warm-up, the run's steady state the trials measured (all of them where
+        none ran after it)."""
+        return self.epoch_s[self.warmup_epochs :] or self.epoch_s
+
+    @property
     def measured_epoch_s(self) -> float | None:
-        """The median epoch over all epochs that ran (None: none finished)."""
-        return statistics.median(self.epoch_s) if self.epoch_s else None
+        """The median steady epoch (None: none finished)."""
+        return statistics.median(self.steady_epoch_s) if self.epoch_s else None
 
     @property
     def measured_images_per_s(self) -> float | None:
@@ -109,7 +117,12 @@ class Verification:
         if not ran:
             return f"no epoch finished, {self.timing}"
         which = "all" if ran == self.epochs else f"{ran} of {self.epochs} asked"
-        return f"median of {ran} epoch{'s' if ran != 1 else ''} ({which}), {self.timing}"
+        steady = len(self.steady_epoch_s)
+        if steady < ran:
+            which += f"; the first {ran - steady} in the trainer's warm-up left out"
+        elif self.warmup_epochs:
+            which += "; all in the trainer's warm-up: none after it ran"
+        return f"median of {steady} epoch{'s' if steady != 1 else ''} ({which}), {self.timing}"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON record stored in the study (derived figures included, for readers of the JSON)."""
@@ -254,7 +267,10 @@ def verify(
     if seen.logged_train_images is not None and seen.logged_train_images != train_images:
         notes.append(f"the trainer reported {seen.logged_train_images} train images (speedopt counted {train_images}); its count is used")
         train_images = seen.logged_train_images
+    engine = engines.get(rec.protocol.engine, yolov5_dir=rec.protocol.yolov5_dir)
+    warm = math.ceil(engine.warmup_epochs(epochs, math.ceil(train_images / rec.knobs.batch)) - 1e-9)
     result = Verification(
+        warmup_epochs=warm,
         study=study.study_name,
         status=status,
         message=message,

@@ -117,6 +117,27 @@ class SearchOutcome:
             f"{len(spent)} confirmation(s) on {q.confirm_seeds} fresh seeds spent {100 * sum(spent):.3g}% of it"
         )
 
+    def optimizer_text(self) -> str:
+        """The optimizer the trials trained, as the trainer resolved ``optimizer=auto`` for the user's whole run (the
+        baseline's, and every other one a batch moved the run to); empty where no trial recorded one."""
+        p = self.protocol
+        ran = [r for r in self.trials if r.result.ok and r.result.optimizer]
+        if p is None or not ran:
+            return ""
+        base = next((r for r in ran if r.is_baseline), ran[0])
+        words = " ".join(base.result.optimizer_args)
+        line = (f"optimizer: {base.result.optimizer}" + (f" ({words})" if words else "") +
+                f", what the trainer picks for your {p.epochs}-epoch run on {p.dataset.train_images} train images at "
+                f"batch {base.config.batch}; the trials trained it")
+        others: dict[str, set[int]] = {}
+        for r in ran:
+            if r.result.optimizer != base.result.optimizer:
+                others.setdefault(r.result.optimizer, set()).add(r.config.batch)
+        for name, batches in sorted(others.items()):
+            line += (f"; at batch {', '.join(str(b) for b in sorted(batches))} the run trains {name} instead (judged as an "
+                     "accuracy change)")
+        return line
+
     @property
     def reference_map50_95(self) -> float | None:
         """The baseline's probed mAP50-95 (mean of two seeds), when any signature was probed."""
