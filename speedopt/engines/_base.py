@@ -105,6 +105,7 @@ class TrainRun:
     label_caches: tuple[SplitLabels, ...] = ()  # full-split caches built for this data.yaml (see the module docstring)
     mode: str = "train"  # one of MODES: a training trial, or one of the two ceilings (see Engine.train)
     weights: str | None = None  # a probe's checkpoint to start from (the classic engine trains probes as runs)
+    optimizer: str = "auto"  # the user's run's optimizer argument: auto (resolved for the full run), or one it names
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class EngineReport:
     optimizer_args: tuple[str, ...] = ()  # the trainer arguments that train it in a run of any length (verify's)
     optimizer_step_s: float | None = None  # one optimizer step (and EMA update), median seconds, device synchronised
     accumulate: int | None = None  # batches per optimizer step in the measured window: the run's steady cadence
+    optimizer_step_at: tuple[float, ...] = ()  # when each optimizer step ended (time.perf_counter, the clock's time)
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,7 @@ class ProbeScores:
     map50: float
     map50_95: float
     images: int  # training images the probe used
+    optimizer: str = ""  # the optimizer it trained, as its trainer resolved it ("": not read)
 
 
 #: What a TrainRun measures: ``train`` the trainer's real steps; ``data`` its training dataloader alone (the

@@ -26,6 +26,11 @@ and :func:`_patch_trainer` (one trainer instance):
   recorded hash and trainer cache version and has every subset image: the subset's labels are taken
   from it, nothing scanned, nothing written. Otherwise the trainer's own logic.
 
+The optimizer and its cadence (:mod:`speedopt.engines._ultralytics_optim`): ``trainer.build_optimizer`` is handed
+the user's whole run's iterations, so ``optimizer=auto`` resolves as in that run (trials and probes); the trainer's
+warm-up ramp is ended within the trial's own warm-up batches (``trainer._get_warmup_iterations``), so the window steps
+the optimizer and the EMA at the run's steady cadence; ``trainer.optimizer_step`` is timed.
+
 A trial's window crosses an epoch end when the train set holds fewer images than its batches: the
 trainer then runs its epoch-end work (scheduler, EMA attributes, a new pass of the loader; with
 ``val=False`` no validation before the final epoch, with ``save=False`` no checkpoint) and the step
@@ -185,6 +190,7 @@ class UltralyticsEngine(Engine):
             map50=float(metrics.get("metrics/mAP50(B)", 0.0)),
             map50_95=float(metrics.get("metrics/mAP50-95(B)", 0.0)),
             images=len(trainer.train_loader.dataset),
+            optimizer=str(trainer.args.optimizer),
         )
 
     def time_validation(self, run: ProbeRun) -> tuple[float, int, float | None]:
@@ -302,6 +308,7 @@ class UltralyticsEngine(Engine):
             optimizer_args=chosen.args() if chosen else (),
             optimizer_step_s=_median(optimizer["step_s"]),
             accumulate=seen.get("accumulate"),
+            optimizer_step_at=tuple(optimizer["step_at"]),
             **_images_read(seen),
         )
 
@@ -378,6 +385,7 @@ def _train_overrides(run: TrainRun) -> dict[str, Any]:
         "freeze": knobs.freeze or None,
         "device": run.device,
         "epochs": run.epochs,
+        "optimizer": run.optimizer,  # auto: resolved for the full run (engines._ultralytics_optim.run_optimizer)
         "fraction": run.images if run.images < run.images_total else 1.0,
         "project": str(run.workdir),
         "name": "train",

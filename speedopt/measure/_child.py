@@ -81,7 +81,7 @@ def execute(job: Job, engine: Engine, workdir: Path, figures: dict[str, Any], pu
     probe = ProbeRun(job.data_yaml, job.knobs, job.device, job.epochs, job.fraction, job.seed, workdir, job.weights, job.run_epochs,
                      job.run_images)
     scores = engine.probe(probe, lambda done, of: publish(phase="epoch", done=done, of=of))
-    figures.update(map50=scores.map50, map50_95=scores.map50_95, images=scores.images)
+    figures.update(map50=scores.map50, map50_95=scores.map50_95, images=scores.images, optimizer=scores.optimizer)
     return f"trained {probe.epochs} epochs on {scores.images} images"
 
 
@@ -103,7 +103,7 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
     started = time.perf_counter()
     run = TrainRun(
         job.data_yaml, job.knobs, job.device, job.images, job.images_total, job.epochs, workdir, job.seed,
-        train_subset=job.train_subset, label_caches=job.label_caches, mode=job.mode,
+        train_subset=job.train_subset, label_caches=job.label_caches, mode=job.mode, optimizer=job.optimizer,
     )
     try:
         report = engine.train(run, clock)
@@ -144,6 +144,8 @@ def _trial(job: TrialRequest, engine: Engine, workdir: Path, figures: dict[str, 
         optimizer_args=list(report.optimizer_args),
         optimizer_step_s=report.optimizer_step_s,
         accumulate=report.accumulate,
+        optimizer_steps=sum(1 for t in report.optimizer_step_at if stats.window[0] < t <= stats.window[1])
+        if report.optimizer_step_at else None,
         **_yardstick(report, stats.images_per_s, gpu),
     )
     ci = f"+/-{100 * stats.ci_rel:.1f}%" if stats.ci_rel is not None and stats.ci_rel < 10 else "unbounded"

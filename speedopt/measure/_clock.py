@@ -89,7 +89,8 @@ class StepClock:
     queued)`` batches, the first batch that had to wait for data shows the queue empty; a config
     whose queue never empties is compute-bound and the queue holds no bias (warm-up stops at
     ``warmup + 3 * queued`` batches). Then the window adapts: at least ``steps`` steps, and on until the
-    90% confidence interval of the mean step time is within +/-``target`` of it, or ``max_steps``.
+    90% confidence interval of the mean step time is within +/-``target`` of it, or ``max_steps``. An engine that
+    names its optimizer's cadence (:meth:`cycle`: a step every N batches) gets a window of whole cycles.
 
     Epoch ends are part of the window, as they are part of a real run. The trainer's epoch-end work
     (scheduler step, EMA attributes, the loader's next pass; trials validate instantly and save no

@@ -134,7 +134,8 @@ class JobOutcome:
         """A probe's validation accuracy (None unless it ended ok)."""
         if not self.ok:
             return None
-        return ProbeScores(self.figures["map50"], self.figures["map50_95"], self.figures["images"])
+        return ProbeScores(self.figures["map50"], self.figures["map50_95"], self.figures["images"],
+                           str(self.figures.get("optimizer") or ""))
 
     def validation(self) -> ValidationTime | None:
         """A validation pass's time (None unless it ended ok)."""

@@ -48,6 +48,7 @@ class TrialRequest:
     train_subset: tuple[str, ...] = ()  # the subset's image paths when images < images_total (the child lists nothing)
     label_caches: tuple[SplitLabels, ...] = ()  # the full splits' label caches the study built for data_yaml
     mode: str = "train"  # what is clocked: the trainer's steps, or one of its ceilings (speedopt.engines.MODES)
+    optimizer: str = "auto"  # the user's run's optimizer argument: auto (the trainer's choice for the run), or one named
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -50,6 +50,7 @@ class TrialResult:
     optimizer_args: tuple[str, ...] = ()  # the trainer arguments that train it in a run of any length
     optimizer_step_s: float | None = None  # one optimizer step (with the EMA update), median seconds
     accumulate: int | None = None  # batches per optimizer step in the window: the run's steady cadence
+    optimizer_steps: int | None = None  # optimizer steps inside the measured window (steps / accumulate at that cadence)
     # The absolute yardstick (measure._peak): the model's GFLOPs per trained image, an estimate with its basis (3 x
     # the trainer's forward count), and the share of the GPU's dense datasheet peak reached for the precision run
     # (per GPU: rank 0's images/s on its GPU); None with the reason in peak_basis ("peak unknown on a CPU").

@@ -159,3 +159,33 @@ def test_t_quantiles_are_students_two_sided_90_percent_points():
     assert q[:2] == [float("inf"), float("inf")]  # n < 2: no interval
     # Student's t, 0.95 quantile (two-sided 90%), for n samples: n - 1 degrees of freedom (printed tables)
     assert q[2] == pytest.approx(6.3138, abs=1e-4) and q[11] == pytest.approx(1.8125, abs=1e-4)
+
+
+def _steps_until_done(clock, now, compute):
+    with pytest.raises(TrialFinished):
+        for i in range(500):
+            _drive(clock, now, [0.0], [compute(i)], [4])
+    return clock.stats().steps
+
+
+@pytest.mark.parametrize(("cycle", "steps", "most", "expected"), [
+    (8, 20, 60, 24),   # steady: the first whole number of cycles at or past the minimum
+    (4, 20, 60, 20),   # the minimum is whole cycles already
+    (64, 20, 60, 20),  # no whole cycle fits the maximum: the window is as before
+    (1, 20, 60, 20),
+])
+def test_a_steady_window_holds_whole_optimizer_cycles(cycle, steps, most, expected):
+    """Issue 53: at the run's cadence the optimizer steps once every `cycle` batches; a window of whole cycles holds
+    as many steps per batch as the run does."""
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=steps, max_steps=most, now=now)
+    clock.cycle(cycle)
+    assert _steps_until_done(clock, now, lambda i: 1.0) == expected
+
+
+def test_a_noisy_window_at_its_maximum_still_ends_on_a_whole_cycle():
+    now = FakeTime()
+    clock = StepClock(warmup=1, steps=10, max_steps=30, now=now)
+    clock.cycle(8)
+    steps = _steps_until_done(clock, now, lambda i: 1.0 if i % 2 else 5.0)
+    assert steps == 24 and steps % 8 == 0  # 30 holds 3 whole cycles of 8, not 4

@@ -219,6 +219,8 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert small["saving_s"] > 0 and small["probe_estimate_s"] > 0  # priced before the candidate's probes ran
     assert "judging yolov5n 32px b8" in tight.stderr and "over your 1000 epochs" in tight.stderr, tight.stderr
     assert "recommended: trial 0:" in tight.stdout and f"{screened} probe(s) ran" in tight.stdout
+    # Issue 53: the run's optimizer, as the trainer resolves optimizer=auto for 1000 epochs of the demo's train set
+    assert "optimizer: AdamW (optimizer=AdamW lr0=" in tight.stdout and "the trials trained it" in tight.stdout
     assert "confirming" not in tight.stderr  # lost at screening: nothing to confirm
     lost_cell = f"| lost (loss {small['map_loss']:+.4f} +/- {small['map_spread']:.4f}) |"  # the tight study's report
 
@@ -243,6 +245,7 @@ def test_far_smaller_imgsz_rejected_when_tight_accepted_when_loose(learnable, pr
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "r" / "loose" / "speed_vs_map.png").is_file()  # probed trials: speed against mAP
     text = (tmp_path / "r" / "loose.md").read_text()
+    assert "- Optimizer: AdamW (optimizer=AdamW lr0=" in text
     assert "2 seeds per signature, the candidate's paired with the baseline's" in text
     assert f"8 probes ran, {screened} cache hits" in text  # the loose study's screening cost nothing: the tight one ran it
     assert f"The stated {spent}." in text  # the report says the same

@@ -119,3 +119,38 @@ def test_the_mosaic_off_epochs_are_counted_at_their_own_rate():
     assert any("counted at the mosaic rate: the loader was not measured with mosaic off" in b for b in unmeasured.basis)
     short = project(r, epochs=4, val_s=None, mosaic=mosaic, mosaic_epochs=10)  # a run of close_mosaic epochs or fewer
     assert short is not None and short.mosaic_off_epochs == 4 and short.total_s == pytest.approx(4 * 6.25)
+
+
+def test_the_runs_warm_up_adds_its_extra_optimizer_steps_at_the_measured_step_time():
+    """Issue 53: the trial measured the steady cadence (a step every 8 batches); the run's warm-up steps 911 times
+    where that cadence steps 468.75, so the projection adds the difference at the trial's step time, as an estimate."""
+    from speedopt import engines
+
+    steps = engines.get("ultralytics").warmup_steps(10_000, 16, 100)
+    assert steps is not None and steps[0] > steps[1] > 0  # the ramp from 1 to nbs/batch steps more than the steady cadence
+    r = _result(images_per_s=100.0, images_total=10_000, optimizer="MuSGD", optimizer_step_s=0.2, accumulate=4)
+    p = project(r, epochs=100, val_s=None, warmup=steps)
+    assert p.warmup_s == pytest.approx((steps[0] - steps[1]) * 0.2)
+    assert p.total_s == pytest.approx(100 * 100.0 + p.warmup_s) and p.share("optimizer warm-up") > 0
+    assert any("an estimate" in b and "MuSGD" in b for b in p.basis)
+    untimed = project(_result(images_per_s=100.0, images_total=10_000), epochs=100, val_s=None, warmup=steps)
+    assert untimed.warmup_s == 0.0  # a trial recorded before its step time was: nothing added, nothing claimed
+
+
+def test_the_warm_up_step_count_is_the_trainers_own():
+    """The count of optimizer steps in the run's warm-up, against the trainer's _do_train arithmetic as it writes it
+    (np.interp of the accumulation, rounded; a step once as many batches gathered). The real trainer's own count is
+    checked in tests/engines/test_ultralytics_optim.py."""
+    import numpy as np
+
+    from speedopt import engines
+
+    for images, batch, epochs in [(48, 8, 100), (10_000, 16, 100), (96, 32, 10), (48, 8, 2), (1000, 64, 5)]:
+        per_epoch, nominal = -(-images // batch), max(round(64 / batch), 1)
+        warm = round(min(3.0, epochs - 1) * per_epoch)
+        last, steps = -1, 0
+        for ni in range(warm):
+            accumulate = max(1, int(np.interp(ni, [0, warm], [1, nominal]).round()))
+            if ni - last >= accumulate:
+                steps, last = steps + 1, ni
+        assert engines.get("ultralytics").warmup_steps(images, batch, epochs) == (steps, warm / nominal)

@@ -86,6 +86,17 @@ def test_prediction_measurement_and_errors():
     assert "median of 3 epochs (all)" in v.epochs_basis and "2.00 s timed validation pass" in v.images_per_s_basis
 
 
+def test_the_epochs_in_the_trainers_warm_up_are_not_compared():
+    """Issue 53: the trainer's first epochs step the optimizer more often than the trials measured; verify compares
+    the run's epochs after them, and says how many it left out."""
+    v = _verification(epochs=6, epoch_s=(20.0, 16.0, 14.0, 11.0, 10.0, 12.0), warmup_epochs=3)
+    assert v.steady_epoch_s == (11.0, 10.0, 12.0) and v.measured_epoch_s == pytest.approx(11.0)
+    assert "median of 3 epochs (all; the first 3 in the trainer's warm-up left out)" in v.epochs_basis
+    short = _verification(epochs=2, epoch_s=(20.0, 16.0), warmup_epochs=2)  # the classic trainer: all of it warm-up
+    assert short.measured_epoch_s == pytest.approx(18.0) and "none after it ran" in short.epochs_basis
+    assert Verification.from_dict(v.to_dict()).measured_epoch_s == pytest.approx(11.0)
+
+
 def test_an_untimed_validation_and_a_run_without_epochs():
     v = _verification(val_s=None, epoch_s=(10.0,), epochs=2)
     assert v.predicted_epoch_s == pytest.approx(8.0) and v.measured_images_per_s == pytest.approx(100.0)
@@ -180,6 +191,22 @@ def test_the_ultralytics_command_keeps_the_full_runs_mosaic(demo_yaml, tmp_path)
     assert {"epochs=1", "fraction=0.5", "close_mosaic=0", f"project={tmp_path / 'runs'}", "exist_ok=True"} <= set(started.argv)
     assert started.shown.startswith("yolo detect train ") and started.shown.endswith("epochs=1 fraction=0.5 close_mosaic=0")
     assert started.train_images == 24
+    assert not any(w.startswith("optimizer=") for w in started.argv)  # auto resolves the same for both runs here
+
+
+def test_a_short_run_trains_the_optimizer_the_trials_recorded_for_the_full_run(demo_yaml, tmp_path):
+    """Issue 53: the trial trained MuSGD (optimizer=auto for the whole run, as its trainer resolved it); a 1-epoch run
+    on 24 images would resolve AdamW, so verify names the full run's optimizer on the command it runs and prints."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    study, _ = _stored_study(demo_yaml, url)
+    fast = Knobs(model="yolov5n", imgsz=96, batch=8, workers=0, amp=False)
+    musgd = ["optimizer=MuSGD", "lr0=0.01", "warmup_bias_lr=0"]
+    attrs = {"status": "ok", "images_per_s": 30.0, "config": fast.to_dict(), "feasible": True, "optimizer": "MuSGD",
+             "optimizer_args": musgd}
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=30.0, user_attrs=attrs))
+    started = launch(recommend(study), 1, 0.5, tmp_path)
+    assert started.argv[-len(musgd) - 3 : -3] == musgd and started.shown.endswith(" ".join(musgd))
+    assert any("optimizer=AdamW" in n and "as the trials trained" in n for n in started.notes)
 
 
 FAKE_TRAINER = textwrap.dedent(
