@@ -2,7 +2,8 @@
 
 For batch 8 and 32, with SGD and MuSGD: a speed trial (the engine's, as a search runs it: the optimizer the user's
 run trains, the trainer's warm-up ended inside the trial's own, a window of whole accumulation cycles), then the real
-run (`yolo detect train`, the printed command's entry point) for --epochs epochs, then the trial again. The run's
+run (`yolo detect train`, the printed command's entry point) for --epochs epochs, then the trial again, --repeats
+times (the run's steady epochs pooled over its repeats; the trials' mean). The run's
 epochs come from its results.csv (seconds between rows, as `speedopt verify` reads them; val=False, so only the last
 epoch validates and it is left out). Printed per cell: the trials' images/s with their 90% intervals, the run's
 epochs after warm-up (its images/s), what verify's old rule (the median of every epoch, warm-up included) and its new
@@ -12,7 +13,7 @@ SGD: the run names optimizer=SGD, and the trial is asked the same. MuSGD: the tr
 optimizer=auto to pick it (ceil(train / max(batch, 64)) x epochs > 10,000 with Ultralytics 8.4); the run gets the
 trial's optimizer arguments, as verify passes them to a short run.
 
-    python benchmarks/steady_state.py [--epochs 10] [--train 96] [--imgsz 160]
+    python benchmarks/steady_state.py [--epochs 10] [--repeats 2] [--train 96] [--imgsz 160]
 
 Goal: the trial's images/s within its 90% interval (or 5%) of the run's steady-state epochs, in every cell.
 """
@@ -71,14 +72,16 @@ def run(demo: str, batch: int, optimizer_args: tuple[str, ...], imgsz: int, epoc
     return [b - a for a, b in itertools.pairwise(times)][: epochs - 1]
 
 
-def cell(demo: str, train: int, batch: int, optimizer: str, imgsz: int, epochs: int, work: Path) -> dict[str, object]:
-    first = trial(demo, batch, optimizer, imgsz)
-    args = ("optimizer=SGD",) if optimizer == "SGD" else first.optimizer_args
-    epoch_s = run(demo, batch, args, imgsz, epochs, work / f"{optimizer}-{batch}")
-    second = trial(demo, batch, optimizer, imgsz)
-    steady = epoch_s[WARMUP_EPOCHS:]
+def cell(demo: str, train: int, batch: int, optimizer: str, imgsz: int, epochs: int, repeats: int, work: Path) -> dict[str, object]:
+    """Trial, then (run, trial) ``repeats`` times, interleaved: the machine's drift lands on both sides alike."""
+    trials = [trial(demo, batch, optimizer, imgsz)]
+    args = ("optimizer=SGD",) if optimizer == "SGD" else trials[0].optimizer_args
+    runs: list[list[float]] = []
+    for i in range(repeats):
+        runs.append(run(demo, batch, args, imgsz, epochs, work / f"{optimizer}-{batch}-{i}"))
+        trials.append(trial(demo, batch, optimizer, imgsz))
+    steady = [s for epoch_s in runs for s in epoch_s[WARMUP_EPOCHS:]]
     run_ips = train / statistics.median(steady)
-    trials = [first, second]
     ips = statistics.fmean(t.images_per_s or 0.0 for t in trials)
     ci = max(t.ci_rel or 0.0 for t in trials)
     error = ips / run_ips - 1
@@ -87,8 +90,8 @@ def cell(demo: str, train: int, batch: int, optimizer: str, imgsz: int, epochs: 
         "trials": ", ".join(f"{t.images_per_s:.2f} +/-{100 * (t.ci_rel or 0):.1f}% ({t.steps} steps, every {t.accumulate})"
                             for t in trials),
         "step": statistics.fmean(t.optimizer_step_s or 0.0 for t in trials),
-        "epochs": ", ".join(f"{s:.2f}" for s in epoch_s),
-        "run": run_ips, "old": train / statistics.median(epoch_s), "new": run_ips,
+        "epochs": " / ".join(", ".join(f"{s:.2f}" for s in epoch_s) for epoch_s in runs),
+        "run": run_ips, "old": train / statistics.median(s for epoch_s in runs for s in epoch_s), "new": run_ips,
         "error": error, "met": abs(error) <= max(ci, 0.05),
     }
 
@@ -99,6 +102,7 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=96, help="train images (the demo photos' count)")
     parser.add_argument("--imgsz", type=int, default=160)
     parser.add_argument("--batches", default="8,32")
+    parser.add_argument("--repeats", type=int, default=2, help="real runs per cell, each followed by a trial")
     args = parser.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -109,10 +113,10 @@ def main() -> None:
         for batch in (int(b) for b in args.batches.split(",")):
             for optimizer in ("SGD", "MuSGD"):
                 print(f"batch {batch} {optimizer} ...", flush=True)
-                rows.append(cell(demo, args.train, batch, optimizer, args.imgsz, args.epochs, Path(tmp)))
+                rows.append(cell(demo, args.train, batch, optimizer, args.imgsz, args.epochs, args.repeats, Path(tmp)))
     print()
     print("| batch | optimizer | trials: images/s +/- 90% CI (window, batches per step) | optimizer step s | run epochs s "
-          "(last: validates, left out) | run steady images/s | verify old (all epochs) | verify new (after warm-up) | "
+          "(per run; last: validates, left out) | run steady images/s | verify old (all epochs) | verify new (after warm-up) | "
           "trial error | within CI or 5% |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
