@@ -3,7 +3,8 @@
 For batch 8 and 32, with SGD and MuSGD: a speed trial (the engine's, as a search runs it: the optimizer the user's
 run trains, the trainer's warm-up ended inside the trial's own, a window of whole accumulation cycles), then the real
 run (`yolo detect train`, the printed command's entry point) for --epochs epochs, then the trial again, --repeats
-times (the run's steady epochs pooled over its repeats; the trials' mean). The run's
+times. Each run is compared with the mean of the two trials beside it (the machine's drift over minutes lands on both
+sides of a pair), and the cell's error is the median over its runs. The run's
 epochs come from its results.csv (seconds between rows, as `speedopt verify` reads them; val=False, so only the last
 epoch validates and it is left out). Printed per cell: the trials' images/s with their 90% intervals, the run's
 epochs after warm-up (its images/s), what verify's old rule (the median of every epoch, warm-up included) and its new
@@ -13,7 +14,7 @@ SGD: the run names optimizer=SGD, and the trial is asked the same. MuSGD: the tr
 optimizer=auto to pick it (ceil(train / max(batch, 64)) x epochs > 10,000 with Ultralytics 8.4); the run gets the
 trial's optimizer arguments, as verify passes them to a short run.
 
-    python benchmarks/steady_state.py [--epochs 10] [--repeats 2] [--train 96] [--imgsz 160]
+    python benchmarks/steady_state.py [--epochs 10] [--repeats 3] [--train 96] [--imgsz 160]
 
 Goal: the trial's images/s within its 90% interval (or 5%) of the run's steady-state epochs, in every cell.
 """
@@ -82,9 +83,12 @@ def cell(demo: str, train: int, batch: int, optimizer: str, imgsz: int, epochs: 
         trials.append(trial(demo, batch, optimizer, imgsz))
     steady = [s for epoch_s in runs for s in epoch_s[WARMUP_EPOCHS:]]
     run_ips = train / statistics.median(steady)
-    ips = statistics.fmean(t.images_per_s or 0.0 for t in trials)
+    # Each run against the mean of the trials just before and after it: the machine's drift over minutes (this one
+    # is noisy) lands on both sides of each pair; the cell's error is the median over its pairs.
+    pairs = [statistics.fmean([trials[i].images_per_s or 0.0, trials[i + 1].images_per_s or 0.0])
+             / (train / statistics.median(epoch_s[WARMUP_EPOCHS:])) - 1 for i, epoch_s in enumerate(runs)]
+    error = statistics.median(pairs)
     ci = max(t.ci_rel or 0.0 for t in trials)
-    error = ips / run_ips - 1
     return {
         "batch": batch, "optimizer": optimizer, "args": " ".join(args),
         "trials": ", ".join(f"{t.images_per_s:.2f} +/-{100 * (t.ci_rel or 0):.1f}% ({t.steps} steps, every {t.accumulate})"
@@ -92,7 +96,7 @@ def cell(demo: str, train: int, batch: int, optimizer: str, imgsz: int, epochs: 
         "step": statistics.fmean(t.optimizer_step_s or 0.0 for t in trials),
         "epochs": " / ".join(", ".join(f"{s:.2f}" for s in epoch_s) for epoch_s in runs),
         "run": run_ips, "old": train / statistics.median(s for epoch_s in runs for s in epoch_s), "new": run_ips,
-        "error": error, "met": abs(error) <= max(ci, 0.05),
+        "pairs": ", ".join(f"{100 * p:+.1f}%" for p in pairs), "error": error, "met": abs(error) <= max(ci, 0.05),
     }
 
 
@@ -102,7 +106,7 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=96, help="train images (the demo photos' count)")
     parser.add_argument("--imgsz", type=int, default=160)
     parser.add_argument("--batches", default="8,32")
-    parser.add_argument("--repeats", type=int, default=2, help="real runs per cell, each followed by a trial")
+    parser.add_argument("--repeats", type=int, default=3, help="real runs per cell, each followed by a trial")
     args = parser.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,11 +121,12 @@ def main() -> None:
     print()
     print("| batch | optimizer | trials: images/s +/- 90% CI (window, batches per step) | optimizer step s | run epochs s "
           "(per run; last: validates, left out) | run steady images/s | verify old (all epochs) | verify new (after warm-up) | "
-          "trial error | within CI or 5% |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "trial error per run (trials beside it) | median | within CI or 5% |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['batch']} | {r['optimizer']} | {r['trials']} | {r['step']:.3f} | {r['epochs']} | {r['run']:.2f} | "
-              f"{r['old']:.2f} | {r['new']:.2f} | {100 * float(r['error']):+.1f}% | {'yes' if r['met'] else 'NO'} |")  # type: ignore[arg-type]
+              f"{r['old']:.2f} | {r['new']:.2f} | {r['pairs']} | {100 * float(r['error']):+.1f}% | "  # type: ignore[arg-type]
+              f"{'yes' if r['met'] else 'NO'} |")
     met = sum(bool(r["met"]) for r in rows)
     print(f"\ngoal: every cell's trial within its interval or 5% of the run's steady epochs: {met} of {len(rows)} "
           f"({'met' if met == len(rows) else 'NOT met'}); {time.time() - started:.0f} s")

@@ -54,7 +54,7 @@ def trial(
     if on_note:
         for note in request.notes:
             on_note(note)
-    if request.knobs.gpus > 1 and not request.infeasible:
+    if (request.knobs.gpus > 1 or request.images < request.images_total) and not request.infeasible:
         request = _labels_first(request, progress, on_wait, on_note)
     return measure.run_trial(request, progress=progress, on_wait=on_wait)
 
@@ -118,8 +118,9 @@ def _labels_first(
     on_wait: Callable[[str], None] | None,
     on_note: Callable[[str], None] | None,
 ) -> measure.TrialRequest:
-    """A DDP trial's label cache, built in one process before the ranks start (rank 0 would scan while the
-    others wait in a collective, and time out on a large set), as a search builds it before trial 0."""
+    """The trainer's label cache of the full splits, built (or found valid) before the trial, as a search builds it
+    before trial 0: a subset is then drawn from the images the trainer's label check keeps, and a DDP trial's ranks do
+    not wait in a collective while rank 0 scans (they time out on a large set)."""
     if not engines.get(request.engine, yolov5_dir=request.yolov5_dir).supports_label_cache:
         return request
     caches = measure.build_label_caches(
@@ -208,15 +209,18 @@ def verify(
     timeout_s: float | None = None,
     progress: Callable[[str], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
+    yolov5_dir: str | None = None,
 ) -> reporting.Verification:
     """Run the study's recommended command for real (``epochs`` epochs, optionally on a leading
     ``fraction`` of the train set) and compare its epoch time and images/s with the prediction.
 
     Stored in the study (user attr ``verify``); the result's ``status`` says how the run ended.
-    ``progress`` hears each epoch as the trainer records it; ``on_wait`` that the host lock is busy.
+    ``progress`` hears each epoch as the trainer records it; ``on_wait`` that the host lock is busy. ``yolov5_dir``: your
+    yolov5 checkout, for a classic study (an imported one names none).
     """
     reporting.check_verify_options(epochs, fraction, timeout_s)  # bad input fails before the storage is opened
     with study.storage_errors(storage):
         return reporting.verify(
-            study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress, on_wait=on_wait
+            study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress,
+            on_wait=on_wait, yolov5_dir=yolov5_dir,
         )

@@ -90,11 +90,11 @@ def _check_one(path: Path, what: str) -> None:
     for model in readings:
         if not isinstance(model, dict):
             raise UsageError(f"{what} is not a model yaml (its top level is no mapping of keys); give a model .yaml")
-        problem = _first_problem(model)
+        problem = yaml_problem(model)
         if problem is not None:
             where, value, form = problem
             raise UsageError(
-                f"{what}: {where} = {_shown(value)} is not {form}; refusing it (the trainer would evaluate it as "
+                f"{what}: {where} = {shown(value)} is not {form}; refusing it (the trainer would evaluate it as "
                 "Python); give a model yaml in the trainers' own form"
             )
 
@@ -117,8 +117,11 @@ def _readings(path: Path) -> Iterator[Any]:
             yield tree
 
 
-def _first_problem(model: dict[Any, Any]) -> tuple[str, Any, str] | None:
-    """(where, value, the form expected) of the first key or value no trainer defines, or None."""
+def yaml_problem(model: Any) -> tuple[str, Any, str] | None:
+    """(where, value, the form expected) of the first key or value no trainer defines, or None. Also for the yaml a
+    checkpoint's pickled model carries (:func:`speedopt.checkpoint.refusal`)."""
+    if not isinstance(model, dict):
+        return "the model yaml", model, "a mapping of keys"
     if _size(model) > _MAX_NODES:
         return "the file", f"more than {_MAX_NODES} values", "a model's size"
     for key, value in model.items():
@@ -249,7 +252,7 @@ def _size(value: Any) -> int:
     return count
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, so a hostile value cannot flood the one-line error."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -22,12 +22,14 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import shlex
 import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from speedopt._model_yaml import shown, yaml_problem
 from speedopt.errors import UsageError
 
 _TORCH_MAGIC = 0x1950A86A20F9469CFC6C  # torch.serialization.MAGIC_NUMBER (the legacy, non-zip format)
@@ -101,6 +103,7 @@ class _Inert:
 
     ref: ClassVar[tuple[str, str]] = ("", "")
     calls: ClassVar[set[tuple[str, tuple[str, str]]]] = set()
+    yamls: ClassVar[list[Any]] = []
 
     def __new__(cls, *args: Any, **kwargs: Any) -> _Inert:
         return object.__new__(cls)  # NEWOBJ (the class rebuilt from state) ends here
@@ -113,7 +116,10 @@ class _Inert:
         return self
 
     def __setstate__(self, state: Any) -> None:
-        pass
+        if isinstance(state, tuple) and len(state) == 2:  # (state, slots): the form pickle's BUILD also takes
+            state = state[0]
+        if isinstance(state, dict) and "yaml" in state:  # a model's own yaml: the trainer evaluates its strings
+            self.yamls.append(state["yaml"])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         pass
@@ -129,14 +135,16 @@ class _Reader(pickle.Unpickler):
     """An unpickler whose every global is a stand-in (:class:`_Inert`) and every persistent id (a storage) too;
     what it meets goes into ``names`` and ``calls``, shared by the readers of one file."""
 
-    def __init__(self, file: IO[bytes], names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]]):
+    def __init__(self, file: IO[bytes], names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]],
+                 yamls: list[Any] | None = None):
         super().__init__(file)
         self.names, self.calls = names, calls
+        self.yamls: list[Any] = [] if yamls is None else yamls
         self._standins: dict[tuple[str, str], type[_Inert]] = {}
 
     def _standin(self, ref: tuple[str, str]) -> type[_Inert]:
         if ref not in self._standins:
-            self._standins[ref] = type("_Standin", (_Inert,), {"ref": ref, "calls": self.calls})
+            self._standins[ref] = type("_Standin", (_Inert,), {"ref": ref, "calls": self.calls, "yamls": self.yamls})
         return self._standins[ref]
 
     def find_class(self, module: str, name: str) -> Any:
@@ -158,6 +166,7 @@ class Peek:
     names: frozenset[tuple[str, str]]  # every (module, name) the pickle refers to
     calls: frozenset[tuple[str, tuple[str, str]]] = frozenset()  # (how, (module, name)) of each call it makes
     legacy: bool = False  # torch's legacy (pre-1.6, non-zip) format: refused, whatever it holds
+    yamls: tuple[Any, ...] = ()  # the ``yaml`` of every model object it rebuilds (what the trainer builds the model from)
 
 
 def peek(path: Path) -> Peek:
@@ -179,13 +188,15 @@ def peek(path: Path) -> Peek:
         data = _data_pickle(archive)
         if data.file_size > _MAX_PICKLE:
             raise ValueError("its pickle is too large for a checkpoint")
-        top = _Reader(io.BytesIO(archive.read(data)), names, calls).load()
-    return _peeked_as(top, names, calls, legacy=False)
+        yamls: list[Any] = []
+        top = _Reader(io.BytesIO(archive.read(data)), names, calls, yamls).load()
+    return _peeked_as(top, names, calls, legacy=False, yamls=yamls)
 
 
-def _peeked_as(top: Any, names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]], legacy: bool) -> Peek:
+def _peeked_as(top: Any, names: set[tuple[str, str]], calls: set[tuple[str, tuple[str, str]]], legacy: bool,
+               yamls: list[Any] | None = None) -> Peek:
     keys = frozenset(k for k in top if isinstance(k, str)) if isinstance(top, dict) else frozenset()
-    return Peek(keys=keys, names=frozenset(names), calls=frozenset(calls), legacy=legacy)
+    return Peek(keys=keys, names=frozenset(names), calls=frozenset(calls), legacy=legacy, yamls=tuple(yamls or ()))
 
 
 def _one_central_directory(f: IO[bytes]) -> None:
@@ -239,6 +250,11 @@ def refusal(inside: Peek) -> str | None:
     for how, (module, name) in sorted(inside.calls):
         if how != "calls" or (module, name) not in CALLED:
             return f"{how} {module}.{name}, which no Ultralytics or yolov5 checkpoint does"
+    for model in inside.yamls:  # the same inspection as a model .yaml file: the trainer evaluates these strings too
+        problem = yaml_problem(model)
+        if problem is not None:
+            where, value, form = problem
+            return f"holds a model yaml whose {where} = {shown(value)} is not {form} (the trainer would evaluate it as Python)"
     return None
 
 
@@ -264,10 +280,10 @@ def check_checkpoint(path: Path, what: str) -> None:
             f"{what} {why}: refusing it (loading it would run that code); give a checkpoint saved by the trainer itself"
         )
     if inside.legacy:
+        resave = f"import torch; torch.save(torch.load({str(path)!r}, weights_only=False), {str(path)!r})"
         raise UsageError(
             f"{what} is in torch's legacy (pre-1.6, non-zip) format, whose storage keys torch unpickles with no check: "
-            f"refusing it; if you trust the file, re-save it in the zip format: python -c \"import torch; "
-            f"torch.save(torch.load({str(path)!r}, weights_only=False), {str(path)!r})\""
+            f"refusing it; if you trust the file, re-save it in the zip format: python -c {shlex.quote(resave)}"
         )
 
 

@@ -30,6 +30,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     quiet_optuna()
-    name, trials, added = import_study(args.file, args.storage)
+    name, trials, added, notes = import_study(args.file, args.storage)
     print(f"imported study {name!r}: {trials} trials, {added} new probe result(s)")
+    for note in notes:
+        print(f"note: {note}")
     return 0

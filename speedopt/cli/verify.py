@@ -29,7 +29,14 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_storage(parser)
     add_study(parser)
-    parser.add_argument("--epochs", type=integer(1, MAX_EPOCHS), default=1, help="epochs to train (default 1; the median epoch is compared)")
+    parser.add_argument(
+        "--epochs", type=integer(1, MAX_EPOCHS), default=1,
+        help="epochs to train (default 1; the median of the epochs after the trainer's warm-up is compared)",
+    )
+    parser.add_argument(
+        "--yolov5-dir", default=None, metavar="PATH",
+        help="your clone of ultralytics/yolov5, for a classic study (an imported study's own checkout is never run)",
+    )
     parser.add_argument(
         "--fraction", type=fraction(low_open=True), default=None, metavar="F",
         help="train on the leading fraction F of the train set, in (0, 1] (default: all of it)",
@@ -49,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     result = speedopt.verify(
         args.study, storage=args.storage, epochs=args.epochs, fraction=args.fraction, timeout_s=args.timeout,
-        progress=say, on_wait=say,
+        progress=say, on_wait=say, yolov5_dir=args.yolov5_dir,
     )
     print("\n".join(result.lines()))
     return 0 if result.ok else 1

@@ -238,6 +238,12 @@ class Engine(abc.ABC):
         table lists them). Default: none declared (an engine may still reject inline)."""
         return {}
 
+    @property
+    def checkout(self) -> Path | None:
+        """The folder of trainer code this engine runs, where the user named one (the classic engine's
+        ``--yolov5-dir``, checked when the engine was made). Default: None, the installed package."""
+        return None
+
     def optimizer_args(self, train_images: int, batch: int, epochs: int, classes: int) -> tuple[str, ...]:
         """The trainer arguments that make a run of any length train the optimizer the trainer picks for a run of
         ``epochs`` on ``train_images`` at ``batch`` (asked of the installed trainer). Default: none (its own default

@@ -10,7 +10,7 @@ from typing import Any
 
 from speedopt.data import list_images
 from speedopt.engines._base import SplitLabels
-from speedopt.engines._common import built_cache, subset_entries
+from speedopt.engines._common import built_cache, built_split, subset_entries
 
 
 def _is_subset(dataset: Any) -> bool:
@@ -31,8 +31,17 @@ def patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[floa
 
     def listed(self: Any, img_path: str | list[str]) -> list[str]:
         entries = [_listing(p, workdir) for p in (img_path if isinstance(img_path, list) else [img_path])]
-        files: list[str] = get_img_files(self, entries if isinstance(img_path, list) else entries[0])
-        return files
+        given = entries if isinstance(img_path, list) else entries[0]
+        kept = _kept(built_split(known, "train")) if isinstance(self.fraction, int) and not isinstance(self.fraction, bool) else None
+        if kept is None:
+            files: list[str] = get_img_files(self, given)
+            return files
+        count, self.fraction = self.fraction, 1.0  # the whole listing, then the first ``count`` its label check keeps
+        try:
+            everything: list[str] = get_img_files(self, given)
+        finally:
+            self.fraction = count
+        return [f for f in everything if f in kept][:count] or everything[:count]
 
     YOLODataset.get_img_files = listed
 
@@ -61,6 +70,29 @@ def patch_labels(workdir: Path, known: tuple[SplitLabels, ...], scans: list[floa
     YOLODataset._load_or_scan_cache = from_full_cache
 
 
+def _kept(full: SplitLabels | None) -> set[str] | None:
+    """The train images the trainer's label check keeps, from the full split's cache the study built (its labels job):
+    a trial's subset (``fraction=<count>``) is drawn from them, never from images the check drops. None when there is
+    no such cache, or the file is no longer the one built."""
+    cache = None if full is None else _built(full)
+    return None if cache is None else {str(label["im_file"]) for label in cache.get("labels") or ()}
+
+
+def _built(full: SplitLabels) -> dict[str, Any] | None:
+    """The full split's cache file, read with the trainer's own loader, while it is still the one the study built
+    (same trainer cache version, same stored hash); None otherwise."""
+    from ultralytics.data.dataset import DATASET_CACHE_VERSION
+    from ultralytics.data.utils import load_dataset_cache_file
+
+    try:
+        cache: dict[str, Any] = load_dataset_cache_file(Path(full.cache))
+    except Exception:  # missing, truncated, not a cache
+        return None
+    if cache.get("version") != DATASET_CACHE_VERSION or str(cache.get("version")) != full.version or cache.get("hash") != full.hash:
+        return None
+    return cache
+
+
 def _listing(entry: str, workdir: Path) -> str:
     """A split entry as the trainer should read it: a folder becomes a list file of speedopt's listing of it
     (:func:`speedopt.data.list_images`, which follows no link back into the tree) in the job's folder; the
@@ -76,14 +108,8 @@ def _listing(entry: str, workdir: Path) -> str:
 def _subset_cache(full: SplitLabels, im_files: list[str], cache_hash: str) -> dict[str, Any] | None:
     """The subset's label cache taken from the full split's (see :func:`patch_labels`), in the form
     ``get_labels`` reads; None when the file is not the one the study built or lacks a subset image."""
-    from ultralytics.data.dataset import DATASET_CACHE_VERSION
-    from ultralytics.data.utils import load_dataset_cache_file
-
-    try:
-        cache = load_dataset_cache_file(Path(full.cache))
-    except Exception:  # missing, truncated, not a cache
-        return None
-    if cache.get("version") != DATASET_CACHE_VERSION or str(cache.get("version")) != full.version or cache.get("hash") != full.hash:
+    cache = _built(full)
+    if cache is None:
         return None
     subset = subset_entries({lb["im_file"]: lb for lb in cache["labels"]}, im_files, cache.get("msgs") or ())
     if subset is None:

@@ -144,6 +144,10 @@ class Yolov5Engine(Engine):
         finally:
             close_loaders(seen)
 
+    @property
+    def checkout(self) -> Path | None:
+        return self.root
+
     def warmup_epochs(self, epochs: int, per_epoch: int) -> float:
         # train.py warms up max(round(warmup_epochs x batches per epoch), 100) iterations (hyp warmup_epochs 3.0)
         return min(float(epochs), max(3.0 * per_epoch, WARMUP_FLOOR) / max(per_epoch, 1))

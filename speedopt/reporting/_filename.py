@@ -109,10 +109,27 @@ def _writable(folder: Path) -> Path:
     return folder
 
 
+def _real_folders(out_dir: Path) -> None:
+    """UsageError when a folder on the way to a relative ``out_dir`` (the default ``reports/``), from the working folder
+    down, is a link: a cloned repository can ship ``reports -> elsewhere/``, and the report would be written there.
+    A folder the user names by its absolute path is theirs to choose."""
+    if out_dir.is_absolute():
+        return
+    here = Path.cwd()
+    for part in out_dir.parts:
+        here = here / part
+        if part not in ("", ".") and here.is_symlink():
+            raise UsageError(
+                f"refusing to write the report in {out_dir}: {here} is a link (to {os.readlink(here)}), not a folder of "
+                "this working folder; remove that link or pass --out to a real folder"
+            )
+
+
 def report_files(out_dir: Path, study_name: str) -> ReportFiles:
-    """The report's files for ``study_name`` in ``out_dir`` (checked writable), each named safely and
-    inside ``out_dir``; the figure folder is created."""
+    """The report's files for ``study_name`` in ``out_dir`` (checked writable, each folder on the way a real one),
+    each named safely and inside ``out_dir``; the figure folder is created."""
     stem = safe_name(study_name)
+    _real_folders(out_dir)
     folder = _writable(out_dir)
     figures = inside(folder, stem)
     files = ReportFiles(inside(folder, f"{stem}.md"), inside(folder, f"{stem}.csv"), figures, stem)

@@ -205,6 +205,20 @@ def _predicted_images_per_s(rec: Recommendation) -> tuple[float, str]:
 
 
 
+def _warmup_epochs(rec: Recommendation, epochs: int, train_images: int) -> int:
+    """The leading epochs of a run of ``epochs`` that lie (even in part) in the trainer's warm-up."""
+    engine = engines.get(rec.protocol.engine, yolov5_dir=rec.protocol.yolov5_dir)
+    return math.ceil(engine.warmup_epochs(epochs, math.ceil(train_images / rec.knobs.batch)) - 1e-9)
+
+
+def _with_checkout(rec: Recommendation, yolov5_dir: str) -> Recommendation:
+    """The recommendation run from the user's own yolov5 checkout (checked to be one: UsageError otherwise)."""
+    root = engines.get(rec.protocol.engine, yolov5_dir=yolov5_dir).checkout  # checked: a clone of ultralytics/yolov5
+    if root is None:
+        raise UsageError(f"--yolov5-dir is for a study of the classic yolov5 engine; study {rec.study!r} ran {rec.protocol.engine}")
+    return dataclasses.replace(rec, protocol=dataclasses.replace(rec.protocol, yolov5_dir=str(root)))
+
+
 def check_verify_options(epochs: int, fraction: float | None, timeout_s: float | None) -> None:
     """UsageError (one line) for options no run can satisfy."""
     if epochs < 1:
@@ -222,6 +236,7 @@ def verify(
     timeout_s: float | None = None,
     note: Note | None = None,
     on_wait: Note | None = None,
+    yolov5_dir: str | None = None,
 ) -> Verification:
     """Run the study's recommended command for ``epochs`` epochs and compare with its prediction.
 
@@ -229,7 +244,8 @@ def verify(
     :func:`default_timeout`) stops the run. ``note`` hears progress (epoch N/E as results appear);
     ``on_wait`` hears that the host lock is held by another measurement. The result is stored in the
     study (:func:`speedopt.study.schema.write_verification`) and returned; a failed run ends in its status, never an exception.
-    UsageError for bad options or a study without a recommendation.
+    ``yolov5_dir``: the user's yolov5 checkout a classic study runs (an imported study names none: an export's checkout
+    is never run). UsageError for bad options or a study without a recommendation.
     """
     check_verify_options(epochs, fraction, timeout_s)
     if fraction == 1.0:
@@ -237,6 +253,8 @@ def verify(
     rec = recommend(study)
     if rec is None:
         raise UsageError(f"study {study.study_name!r} has no recommendation yet (no feasible trial measured ok); run speedopt search first")
+    if yolov5_dir is not None:
+        rec = _with_checkout(rec, yolov5_dir)
     # A study may come from elsewhere: a .pt it names as its model, and the checkpoint its command starts
     # from (pretrained=), are inspected before a trainer loads them.
     check_loads(rec.knobs.model, rec.weights)
@@ -267,10 +285,8 @@ def verify(
     if seen.logged_train_images is not None and seen.logged_train_images != train_images:
         notes.append(f"the trainer reported {seen.logged_train_images} train images (speedopt counted {train_images}); its count is used")
         train_images = seen.logged_train_images
-    engine = engines.get(rec.protocol.engine, yolov5_dir=rec.protocol.yolov5_dir)
-    warm = math.ceil(engine.warmup_epochs(epochs, math.ceil(train_images / rec.knobs.batch)) - 1e-9)
     result = Verification(
-        warmup_epochs=warm,
+        warmup_epochs=_warmup_epochs(rec, epochs, train_images),
         study=study.study_name,
         status=status,
         message=message,

@@ -48,6 +48,8 @@ SCHEMA = "schema"  # study attr: the SCHEMA_VERSION the study was written with
 # The protocol: StudyProtocol.to_attrs, one attr per field under its name; these are read on their own.
 DATA = "data"  # the data.yaml the study trains on
 DATASET = "dataset"  # DatasetFingerprint.to_dict (its "id" names the probe cache's entries)
+YOLOV5_DIR = "yolov5_dir"  # the classic engine's checkout: code, so never taken from an import (speedopt.study._transfer)
+IMPORTED_YOLOV5_DIR = "imported_yolov5_dir"  # the checkout an imported study named where it was made (never run)
 MACHINE = "machine"  # MachineFingerprint.to_dict (its "key": what a worker's machine must match)
 SPACE = "space"  # Space.to_dict (a search joining the study waits until its creator has stored it)
 TRIALS = "trials"  # the target of complete trials (a resumed search may raise it)

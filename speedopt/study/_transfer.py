@@ -9,13 +9,19 @@ its file read-only, so a file that turns out not to be an export is left exactly
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from speedopt.errors import UsageError
+from speedopt.knobs import shown
 from speedopt.quality import cache_entries, merge_cache
 from speedopt.study._finite import nonfinite_refusal
-from speedopt.study._schema import artifact_refusal, read_protocol
+from speedopt.study._schema import IMPORTED_YOLOV5_DIR, YOLOV5_DIR, artifact_refusal, read_protocol
 from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, url_for
+from speedopt.study._valid import import_problem
 from speedopt.study.names import study_names
+
+if TYPE_CHECKING:
+    import optuna
 
 SUFFIXES = (".db", ".sqlite", ".sqlite3", ".log", ".journal")
 
@@ -45,12 +51,13 @@ def export(study_name: str, storage_url: str | None, out: str) -> tuple[int, int
     return len(study.trials), len(entries)
 
 
-def import_study(file: str, storage_url: str | None, study_name: str | None = None) -> tuple[str, int, int]:
-    """Bring an exported study (and its probe cache) into a storage; returns (name, trials, cache added).
+def import_study(file: str, storage_url: str | None, study_name: str | None = None) -> tuple[str, int, int, tuple[str, ...]]:
+    """Bring an exported study (and its probe cache) into a storage; returns (name, trials, cache added, notes).
 
     The exported file is opened read-only: it must already be an Optuna storage, and is never changed. What it
     holds is data from outside: a study storing an artifact id that is none (:func:`artifact_refusal`), or a NaN
-    or an infinity where a number belongs (:func:`nonfinite_refusal`), is refused before the target storage is opened.
+    or an infinity where a number belongs (:func:`nonfinite_refusal`), or a record that does not fit its types and
+    bounds (:func:`import_problem`), is refused before the target storage is opened.
     """
     import optuna
 
@@ -63,7 +70,7 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
         source = study._storage
         entries = cache_entries(source, None)
         trials = study.get_trials(deepcopy=False)
-        why = artifact_refusal(study, trials) or nonfinite_refusal(study, trials, entries)
+        why = artifact_refusal(study, trials) or nonfinite_refusal(study, trials, entries) or import_problem(study, trials)
     if why is not None:
         raise UsageError(
             f"refusing to import study {study.study_name!r}: {why}; nothing was imported: export the study again "
@@ -74,5 +81,21 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
         if study.study_name in study_names(destination):
             raise UsageError(f"study {study.study_name!r} already exists in the target storage; nothing imported")
         optuna.copy_study(from_study_name=study.study_name, from_storage=source, to_storage=destination)
+        notes = _forget_checkout(optuna.load_study(study_name=study.study_name, storage=destination))
         added = merge_cache(entries, destination)
-    return study.study_name, len(study.trials), added
+    return study.study_name, len(study.trials), added, notes
+
+
+def _forget_checkout(study: optuna.Study) -> tuple[str, ...]:
+    """An imported classic study names the yolov5 checkout it ran (``yolov5_dir``): a folder of code on the machine
+    it came from. It is never run from an export: the imported copy names none (the one it named is kept under
+    ``imported_yolov5_dir``, for reading), and the user names their own with ``--yolov5-dir``."""
+    named = study.user_attrs.get(YOLOV5_DIR)
+    if not named:
+        return ()
+    study.set_user_attr(YOLOV5_DIR, None)
+    study.set_user_attr(IMPORTED_YOLOV5_DIR, str(named))
+    return (
+        f"the study names the yolov5 checkout {shown(str(named), 120)} it ran on its own machine: an export's checkout is "
+        "never run; verify and report use the one you name with --yolov5-dir (else the installed yolov5 package)",
+    )

@@ -125,3 +125,39 @@ def test_the_search_reports_and_records_what_the_trainers_label_check_drops(faul
     assert "unreadable train image" not in said  # the size sample's count (1) was no count of the trainer's
     [record] = records(optuna.load_study(study_name="dropped", storage=url))
     assert record.result.images_total == 18, record.result.images_total
+
+
+def _leading_images_dropped(faults: Faults, dropped: int = 40) -> Path:
+    """The demo set plus ``dropped`` labelled 2x2 JPEGs that sort first: the trainer's label check drops every one
+    (it wants more than 9 px a side), so a leading subset of the listing holds no image the trainer trains on."""
+    from PIL import Image
+
+    data = faults.dataset(train=16, val=4)
+    train = data.parent / "images" / "train"
+    for i in range(dropped):
+        image = train / f"0000-tiny-{i:04d}.jpg"
+        Image.new("RGB", (2, 2)).save(image)
+        sdata.label_path(image).write_text("0 0.5 0.5 0.2 0.2\n")
+    return data
+
+
+@pytest.mark.slow
+def test_a_trials_subset_is_drawn_from_the_images_the_label_check_keeps(faults: Faults) -> None:
+    """Issue 54, item 6: the subset was the leading images of the listing, all of them dropped here, and every trial
+    ended `No valid images found` (the search: "no feasible trial") on a set the trainer trains on."""
+    import optuna
+
+    from speedopt.study import records
+
+    data = _leading_images_dropped(faults)
+    trial = faults.run("trial", "--data", str(data), "--json", *TWO_STEPS, timeout=300)
+    assert trial.returncode == 0, (trial.stdout + trial.stderr)[-3000:]
+    assert json.loads(trial.stdout)["status"] == "ok"
+    url = f"sqlite:///{faults.root}/subset.db"
+    done = faults.run("search", "--data", str(data), "--storage", url, "--study", "subset", "--no-report", *TINY_SEARCH,
+                      timeout=600, env={"TORCHINDUCTOR_CACHE_DIR": str(faults.root / "inductor")})
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "drops 40 of 56 train" in said, said[-3000:]
+    [record] = records(optuna.load_study(study_name="subset", storage=url))
+    assert record.result.ok and record.result.images_used == 12  # 3 batches of 4, all from the 16 it keeps

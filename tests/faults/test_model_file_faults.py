@@ -262,3 +262,55 @@ def test_a_model_yaml_in_the_trainers_own_form_trains(faults):
     path.write_text(_yolov5_yaml() + "\nactivation: nn.LeakyReLU(0.1)\n")
     done = faults.run("trial", "--data", str(data), *FAST, "--model", str(path), "--json")
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# -- issue 54, item 2: the yaml inside a checkpoint is inspected as a model .yaml is --------------------------
+
+
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (lambda y, m: y.update(activation=f"__import__('os').system('touch {m}') or nn.SiLU()"), "activation"),
+        (lambda y, m: y["backbone"][0].__setitem__(2, "torch_safe_load"), "backbone[0] module"),  # a name it looks up
+    ],
+    ids=["activation", "module-name"],
+)
+def test_a_checkpoint_whose_pickled_model_yaml_carries_code_is_refused(faults, edit, where):
+    """A real Ultralytics DetectionModel, saved by torch, whose ``yaml`` names code: it holds only allowlisted globals,
+    but the trainer builds from that yaml (and evaluates its activation). Refused before anything loads it, like the
+    same yaml as a file; the command speedopt would print for it is never reached."""
+    torch = pytest.importorskip("torch")
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    from ultralytics.nn.tasks import DetectionModel
+
+    model = DetectionModel("yolov5n.yaml", nc=3, verbose=False)
+    marker = faults.root / "pwned"
+    edit(model.yaml, marker)
+    evil = faults.root / "evil.pt"
+    torch.save({"epoch": 1, "model": None, "ema": model, "train_args": {}}, evil)
+    data = faults.dataset()
+    faults.watch(data.parent)
+    line = one_line_error(faults.run("trial", "--data", str(data), "--model", str(evil), *FAST), f"model {evil}",
+                          f"holds a model yaml whose {where}")
+    assert "refusing" in line and not marker.exists()
+    with pytest.raises(UsageError, match=f"holds a model yaml whose {where.replace('[', '.').replace(']', '.')}"):
+        check_loads(str(evil), None)
+    faults.unchanged()
+
+
+def test_the_legacy_refusals_resave_command_is_shell_quoted(faults):
+    """Issue 54, item 7: a file named ``a$(touch X).pt``; the printed re-save command, pasted into a shell, hands that
+    name to Python intact and runs nothing else (a stand-in ``python`` on PATH records what it was given)."""
+    marker = faults.root / "X"  # `touch X` runs in the folder the command is pasted in
+    evil = _legacy(faults.root / "a$(touch X).pt", _checkpoint(b"N"), b"\x80\x02N.")
+    with pytest.raises(UsageError) as refused:
+        check_loads(str(evil))
+    command = str(refused.value).split("re-save it in the zip format: ", 1)[1]
+    stub = faults.root / "bin"
+    stub.mkdir()
+    (stub / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$(dirname "$0")/args"\n')
+    (stub / "python").chmod(0o755)
+    done = subprocess.run(["bash", "-c", command], cwd=faults.root, env={**os.environ, "PATH": f"{stub}:{os.environ['PATH']}"})
+    assert done.returncode == 0 and not marker.exists()
+    given = (stub / "args").read_text().splitlines()
+    assert given[0] == "-c" and given[1].count(repr(str(evil))) == 2  # the file's name, twice, as a Python string

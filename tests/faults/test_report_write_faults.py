@@ -126,3 +126,22 @@ def test_report_refuses_a_figure_link_planted_in_its_folder(small_study: tuple[P
     done = faults.run("report", "--storage", target, "--study", "planted", timeout=300)
     one_line_error(done, "refusing", "history.png", "outside")
     faults.unchanged()
+
+
+@pytest.mark.parametrize("out", ["reports", "reports/nested", "./reports"])
+def test_a_reports_folder_that_is_a_link_is_not_written_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               out: str) -> None:
+    """Issue 54, item 5: ``reports -> elsewhere/`` (git keeps links, so a cloned repository can ship one). The per-file
+    check resolved files inside the link's target; the folder on the way is checked from the working folder down."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "s.md").write_bytes(PRECIOUS)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "reports").symlink_to(elsewhere)
+    monkeypatch.chdir(work)
+    with pytest.raises(UsageError, match=r"refusing to write the report in .*reports is a link .*elsewhere") as refused:
+        report_files(Path(out), "s")
+    assert "\n" not in str(refused.value)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["s.md"] and (elsewhere / "s.md").read_bytes() == PRECIOUS
+    assert report_files(tmp_path / "work" / "reports", "s").markdown.parent == work / "reports"  # named by its full path

@@ -651,3 +651,97 @@ def test_a_damaged_sqlite_storage_is_the_same_one_line_for_every_command(faults:
         said[name] = line.split(": error: ", 1)[1]
     assert len(set(said.values())) == 1, said
     faults.unchanged()
+
+
+# --- round 4, items 3 and 4: every record an import stores fits its schema's types and bounds --------------
+
+
+def _plant_record(study: optuna.Study, what: str) -> None:
+    from speedopt.knobs import Knobs
+    from speedopt.study import schema
+    from speedopt.study.record_types import CompileDecision
+
+    decision = CompileDecision(0, Knobs(), ("default",), 2, 100, 48).to_attr()
+    if what == "compile-repeats":  # a report looped over a billion rounds: 5.5 GB in 44 s, then MemoryError
+        study.set_user_attr(schema.COMPILE, {**decision, "repeats": 1_000_000_000})
+    elif what == "compile-trial":  # ValueError in report and best
+        study.set_user_attr(schema.COMPILE, {**decision, "trial": "x"})
+    elif what == "ceilings":  # AttributeError in report
+        study.set_user_attr(schema.CEILINGS, {"x": 5})
+    else:  # a trial's measurement of the wrong type
+        attrs = {"status": "ok", "images_per_s": "fast", "config": Knobs().to_dict(), "feasible": True}
+        study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs=attrs))
+
+
+@pytest.mark.parametrize(
+    "what, needle",
+    [
+        ("compile-repeats", "compile_decision record.repeats is 1000000000, beyond its bound"),
+        ("compile-trial", "its compile_decision record cannot be read"),
+        ("ceilings", "ceilings record cannot be read"),
+        ("measurement", "trial 1's record.result.images_per_s is 'fast', not a number"),
+    ],
+)
+def test_import_refuses_a_record_that_does_not_fit_its_schema(faults: Faults, what: str, needle: str) -> None:
+    source = faults.root / "export.db"
+    study = _measured_study(faults, f"sqlite:///{source}")
+    target = _optuna_storage(faults.work / "target.db")
+    _plant_record(study, what)
+    faults.watch(faults.root)
+    one_line_error(faults.run("import", str(source), "--storage", target), "refusing to import", needle,
+                   "nothing was imported")
+    faults.unchanged()
+
+
+def test_a_study_as_search_leaves_it_imports_and_reports(faults: Faults) -> None:
+    source = faults.root / "export.db"
+    _measured_study(faults, f"sqlite:///{source}")
+    target = faults.work / "target.db"
+    done = faults.run("import", str(source), "--storage", f"sqlite:///{target}")
+    assert done.returncode == 0, done.stderr
+    assert faults.run("report", "--storage", f"sqlite:///{target}", "--study", "imported").returncode == 0
+
+
+# --- round 4, item 1: an imported study's checkout is never run -------------------------------------------------
+
+
+def _planted_checkout(faults: Faults) -> tuple[Path, Path]:
+    """A folder that passes for a yolov5 checkout (train.py with YOLOv5's marker strings, utils/callbacks.py,
+    models/yolo.py) whose train.py touches a marker when run."""
+    marker = faults.root / "pwned"
+    root = faults.root / "their-yolov5"
+    (root / "utils").mkdir(parents=True)
+    (root / "models").mkdir()
+    (root / "utils" / "callbacks.py").write_text("")
+    (root / "models" / "yolo.py").write_text("")
+    markers = "def parse_opt\ndef main(opt\nCallbacks\ncreate_dataloader\n--batch-size\non_train_batch_end\n"
+    (root / "train.py").write_text(f"open({str(marker)!r}, 'w').close()\n'''\n{markers}'''\n")
+    return root, marker
+
+
+def test_an_imported_study_never_runs_the_checkout_it_names(faults: Faults) -> None:
+    import dataclasses
+
+    from speedopt.reporting import recommend
+    from speedopt.reporting._trainer_run import launch
+    from speedopt.study import schema
+
+    checkout, marker = _planted_checkout(faults)
+    source = faults.root / "export.db"
+    study = _measured_study(faults, f"sqlite:///{source}")
+    protocol = dataclasses.replace(schema.read_protocol(study), engine="yolov5", yolov5_dir=str(checkout))
+    schema.write_protocol(study, protocol)
+    target = f"sqlite:///{faults.work / 'target.db'}"
+    done = faults.run("import", str(source), "--storage", target)
+    assert done.returncode == 0, done.stderr
+    assert f"the study names the yolov5 checkout {str(checkout)!r}" in done.stdout and "--yolov5-dir" in done.stdout
+    imported = optuna.load_study(study_name="imported", storage=target)
+    assert schema.read_protocol(imported).yolov5_dir is None
+    assert imported.user_attrs[schema.IMPORTED_YOLOV5_DIR] == str(checkout)  # kept for reading, never run
+    started = launch(recommend(imported), 1, None, faults.work)
+    assert str(checkout) not in " ".join(started.argv) and "-m yolov5.train" in " ".join(started.argv)
+    report = faults.run("best", "--storage", target, "--study", "imported")
+    assert report.returncode == 0 and str(checkout) not in report.stdout, report.stdout + report.stderr
+    assert not marker.exists()
+    named = faults.run("verify", "--storage", target, "--study", "imported", "--yolov5-dir", str(faults.root))
+    one_line_error(named, f"--yolov5-dir {faults.root} has no train.py")  # the user's own, checked as a search checks it
