@@ -245,6 +245,9 @@ def _data_pickle(archive: zipfile.ZipFile) -> zipfile.ZipInfo:
 def refusal(inside: Peek) -> str | None:
     """Why a peeked checkpoint may not be loaded (a name or a call no YOLO checkpoint has), or None."""
     for module, name in sorted(inside.names):
+        if (module, name) == ("builtins", "getattr"):
+            return (f"refers to {module}.{name}, as Ultralytics segment and pose checkpoints do (not detection ones); "
+                    "speedopt measures detection training: give a detection checkpoint (from yolo detect train)")
         if (module, name) not in CALLED and (module, name) not in REBUILT:
             return f"refers to {module}.{name}, which no Ultralytics or yolov5 checkpoint needs"
     for how, (module, name) in sorted(inside.calls):

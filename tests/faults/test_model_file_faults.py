@@ -314,3 +314,13 @@ def test_the_legacy_refusals_resave_command_is_shell_quoted(faults):
     assert done.returncode == 0 and not marker.exists()
     given = (stub / "args").read_text().splitlines()
     assert given[0] == "-c" and given[1].count(repr(str(evil))) == 2  # the file's name, twice, as a Python string
+
+
+def test_a_checkpoint_that_needs_getattr_is_refused_saying_speedopt_wants_a_detection_one(faults):
+    """Issue 54 (left by round three): segment and pose checkpoints pickle builtins.getattr, which no detection
+    checkpoint needs; the refusal says what to give instead."""
+    model = _call("builtins", "getattr", b"N", _text("x"))
+    evil = _zip(faults.root / "seg.pt", _checkpoint(model))
+    with pytest.raises(UsageError, match=r"segment and pose checkpoints.*give a detection checkpoint") as refused:
+        check_loads(str(evil))
+    assert "\n" not in str(refused.value)

@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -745,3 +746,100 @@ def test_an_imported_study_never_runs_the_checkout_it_names(faults: Faults) -> N
     assert not marker.exists()
     named = faults.run("verify", "--storage", target, "--study", "imported", "--yolov5-dir", str(faults.root))
     one_line_error(named, f"--yolov5-dir {faults.root} has no train.py")  # the user's own, checked as a search checks it
+
+
+# --- round 4: a shared PostgreSQL study under faults ----------------------------------------------------------
+
+
+def _claim_owner(storage: optuna.storages.BaseStorage, study: str, step: str) -> int | None:
+    """The pid that owns the first claim of ``study``'s ``step`` in ``storage`` (None while nobody has claimed it)."""
+    from speedopt.search._claim import OWNER, claim_name
+
+    try:
+        claim = storage.get_study_id_from_name(claim_name(study, step, 1))
+    except KeyError:
+        return None
+    owner = storage.get_study_user_attrs(claim).get(OWNER) or {}
+    return int(owner["pid"]) if "pid" in owner else None
+
+
+def _command_lines(parents: list[subprocess.Popen[str]], seen: set[str], stop: threading.Event) -> None:
+    """The command line of every process the searches start (their jobs, warm workers, launchers), while they run:
+    the user typed the URL on theirs; none they start may carry it."""
+    while not stop.is_set():
+        for parent in parents:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(parent.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        seen.add(" ".join(child.cmdline()))
+        stop.wait(0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PG, reason="no PostgreSQL server: .ci/run starts one and sets SPEEDOPT_TEST_POSTGRES")
+def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faults) -> None:
+    """Issue 54: two `speedopt search` runs of one study on a real server, with finals and a compile decision. The
+    first to reach the finals owns them; it is killed (SIGKILL, its whole group) once a finals round is stored. The
+    other takes the claim over, measures what is missing, and decides compile: every round of the finals and the
+    decision is measured once, no config is measured twice, and the password in the storage URL appears in no output,
+    report, database row or command line. The compile mode runs with a compiler that fails at once (CXX names none):
+    the decision's path without a 4-minute cold compile on this CPU; the mode is said to fail and not measured again."""
+    import sqlalchemy
+
+    from speedopt.study import records, schema
+
+    assert PG is not None
+    head, _, tail = PG.partition("@")
+    url = f"{head}:{SECRET}@{tail}"  # the loopback server trusts every password: this one must still never show
+    name = f"shared-{os.getpid()}"
+    data = faults.dataset()
+    space = faults.root / "space.yaml"
+    space.write_text("cache: [none, ram]\ncompile: [off, default]\n")
+    args = ["search", "--data", str(data), "--storage", url, "--study", name, "--space", str(space), "--trials", "2",
+            "--finalists", "1", "--repeats", "3", "--no-ablation", *TINY]
+    env = {**os.environ, "TMPDIR": str(faults.tmp), "CXX": str(faults.root / "no-such-compiler"), **_env(faults)}
+    seen: set[str] = set()
+    stop = threading.Event()
+    procs = [subprocess.Popen([sys.executable, "-m", "speedopt", *args], cwd=faults.work, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) for _ in range(2)]
+    watcher = threading.Thread(target=_command_lines, args=(procs, seen, stop), daemon=True)
+    watcher.start()
+    storage = optuna.storages.RDBStorage(PG)
+    killed = None
+    deadline = time.time() + 600
+    while killed is None and time.time() < deadline and all(p.poll() is None for p in procs):
+        owner = _claim_owner(storage, name, "finals")
+        study = optuna.load_study(study_name=name, storage=PG) if name in optuna.get_all_study_names(PG) else None
+        finals = schema.read_finals(study) if study is not None else None
+        if owner is not None and finals is not None and finals.measured:
+            killed = next(p for p in procs if p.pid == owner)
+            os.killpg(killed.pid, signal.SIGKILL)
+        time.sleep(0.5)
+    assert killed is not None, [p.communicate(timeout=60) for p in procs]
+    survivor = next(p for p in procs if p is not killed)
+    out, err = survivor.communicate(timeout=900)
+    killed.communicate(timeout=60)
+    stop.set()
+    watcher.join()
+    assert survivor.returncode == 0, (out + err)[-3000:]
+    # It took the finals over from the killed owner (waiting while it lived, or at once when it came later) and decided
+    assert "finals:" in err and "torch.compile: keep eager" in err, err[-3000:]
+    study = optuna.load_study(study_name=name, storage=PG)
+    finals, decision = schema.read_finals(study), schema.read_compile(study)
+    assert finals is not None and finals.complete and decision is not None and decision.complete, (out + err)[-3000:]
+    for measured in (finals.measured, decision.measured):
+        keys = [(m.round, m.of) for m in measured]
+        assert len(keys) == len(set(keys)), keys  # nothing measured twice
+    assert [mode for mode, _ in decision.failures] == ["default"] and decision.choice is None
+    done = records(study)
+    configs = [r.config for r in done]
+    assert len(configs) == len(set(configs)) == 2  # each config measured once: the killed run's trial was not redone
+    report = faults.run("report", "--storage", url, "--study", name, timeout=600, env=_env(faults))
+    assert report.returncode == 0, report.stderr[-2000:]
+    written = "".join(p.read_text(errors="replace") for p in (faults.work / "reports").rglob("*") if p.suffix in (".md", ".csv"))
+    assert SECRET not in out + err + report.stdout + report.stderr + written
+    with sqlalchemy.create_engine(PG).connect() as db:
+        tables = sqlalchemy.inspect(db).get_table_names()
+        rows = [str(row) for t in tables for row in db.execute(sqlalchemy.text(f'SELECT * FROM "{t}"'))]
+    assert rows and not [r for r in rows if SECRET in r]
+    assert seen and not [c for c in seen if SECRET in c], [c for c in seen if SECRET in c][:3]
