@@ -63,14 +63,19 @@ class Claim:
     storage: BaseStorage
     claim_id: int
     name: str
-
+    taken_over: tuple[str, ...] = ()  # the earlier generations whose owners were gone when this one was claimed
     def beat(self) -> None:
         """Say the owner still works (another host's contender takes over after ``stale_s`` without a beat)."""
         self.storage.set_study_user_attr(self.claim_id, OWNER, {**worker_id(), "beat": time.time()})
 
     def release(self) -> None:
+        """Delete the claim, and the claims of the owners it took over from (they died holding them): the step's
+        claims go with the run that finished it, and the next run to claim it starts again at the first generation."""
         with contextlib.suppress(KeyError):
             self.storage.delete_study(self.claim_id)
+        for name in self.taken_over:
+            with contextlib.suppress(KeyError):
+                self.storage.delete_study(self.storage.get_study_id_from_name(name))
 
 
 def _holder(storage: BaseStorage, name: str, stale_s: float) -> str | None:
@@ -94,6 +99,7 @@ def try_claim(storage: BaseStorage, study_name: str, step: str, stale_s: float) 
     import optuna
     from optuna.study import StudyDirection
 
+    gone: list[str] = []
     for generation in range(1, _GENERATIONS + 1):
         name = claim_name(study_name, step, generation)
         try:
@@ -102,8 +108,9 @@ def try_claim(storage: BaseStorage, study_name: str, step: str, stale_s: float) 
             holder = _holder(storage, name, stale_s)
             if holder is not None:
                 return holder
+            gone.append(name)
             continue  # its owner is gone: the next generation decides who takes over
-        claim = Claim(storage, claim_id, name)
+        claim = Claim(storage, claim_id, name, tuple(gone))
         claim.beat()
         return claim
     return f"nobody: {_GENERATIONS} owners of {step} died; delete the studies named {PREFIX}* from the storage"

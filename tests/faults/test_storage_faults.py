@@ -831,6 +831,10 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
         keys = [(m.round, m.of) for m in measured]
         assert len(keys) == len(set(keys)), keys  # nothing measured twice
     assert [mode for mode, _ in decision.failures] == ["default"] and decision.choice is None
+    from speedopt.search._claim import claim_name
+
+    ours = claim_name(name, "finals", 1).rsplit("-finals-1", 1)[0]
+    assert not [n for n in optuna.get_all_study_names(PG) if n.startswith(ours)]  # the dead owner's claim went too
     done = records(study)
     configs = [r.config for r in done]
     assert len(configs) == len(set(configs)) == 2  # each config measured once: the killed run's trial was not redone

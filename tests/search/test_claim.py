@@ -49,6 +49,10 @@ def test_a_claim_whose_owner_died_here_is_taken_over_by_the_next_generation(stor
     taken = try_claim(storage, "s", "finals", stale_s=60)
     assert not isinstance(taken, str) and taken.name == claim_name("s", "finals", 2)
     assert isinstance(try_claim(storage, "s", "finals", stale_s=60), str)  # and it holds
+    taken.release()  # the dead owner's claim goes with the run that took it over: none is left behind
+    assert [s.study_name for s in storage.get_all_studies()] == []
+    again = try_claim(storage, "s", "finals", stale_s=60)
+    assert not isinstance(again, str) and again.name == claim_name("s", "finals", 1)
 
 
 @pytest.mark.parametrize(("beat_age_s", "held"), [(5.0, True), (120.0, False)])
