@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
-from speedopt.study import Ablation, Finals, TrialRecord, schema
+from speedopt.search._claim import Claim
+from speedopt.search._objective import request_for
+from speedopt.search._stage import SearchContext, Stage
+from speedopt.study import Ablation, Finals, TrialRecord, records, schema
 from speedopt.study.record_types import Change, Probe, Repeat
 
 if TYPE_CHECKING:
@@ -225,3 +228,26 @@ def run(
     ablation = reused(ablation, finals)
     save(ablation)
     return _rounds(ablation, measure, save, started, finished)
+
+
+class AblationStage(Stage):
+    """Measure which change bought what on the path to the recommendation."""
+
+    name = "ablation"
+    claim = "ablation"
+
+    def run(self, ctx: SearchContext, claim: Claim | None) -> None:
+        p, study, view = ctx.plan.protocol, ctx.study, ctx.view
+        if study.user_attrs.get(schema.ABLATE) != p.ablate:  # this run's choice, for the report
+            study.set_user_attr(schema.ABLATE, p.ablate)
+        if not p.ablate:
+            return
+
+        def unrunnable(knobs: Knobs) -> str | None:
+            request = request_for(ctx.plan, knobs, ctx.inputs)
+            return request.message if isinstance(request, TrialResult) else request.infeasible
+
+        run(
+            study, records(study), schema.read_finals(study), ctx.measure(claim), unrunnable, p.min_gain,
+            begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
+        )

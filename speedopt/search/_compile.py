@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from speedopt.knobs import COMPILE_OFF, Knobs
 from speedopt.measure import TrialResult
-from speedopt.study import TrialRecord, schema
+from speedopt.search._claim import Claim
+from speedopt.search._stage import SearchContext, Stage
+from speedopt.study import TrialRecord, outcome, schema
 from speedopt.study.record_types import CompileDecision, Repeat
 
 if TYPE_CHECKING:
@@ -78,3 +80,29 @@ def _with(decision: CompileDecision, round_: int, of: int, result: TrialResult) 
     if decision.cost(mode) is None and result.compile_s is not None:
         return replace(decision, costs=(*decision.costs, (mode, float(result.compile_s))))
     return decision
+
+
+class CompileStage(Stage):
+    """Decide torch.compile once, on the recommendation, where the space lists compile modes."""
+
+    name = "compile"
+    claim = "compile"
+
+    def wanted(self, ctx: SearchContext) -> bool:
+        return bool(ctx.plan.protocol.compile_modes)
+
+    def run(self, ctx: SearchContext, claim: Claim | None) -> None:
+        p, view = ctx.plan.protocol, ctx.view
+        rec = outcome(ctx.study).recommended
+        if rec is None:
+            view.note("torch.compile: not decided: no config measured ok to decide it on")
+            return
+        fresh = planned(rec, p.compile_modes, p.repeats, p.epochs, p.dataset.train_images, p.min_gain)
+        view.note(
+            f"torch.compile: measuring trial {rec.number}'s config eager and with compile={', '.join(p.compile_modes)} in "
+            f"{fresh.repeats} interleaved rounds"
+        )
+        decision = run(
+            ctx.study, fresh, ctx.measure(claim), started=view.compile_step_started, finished=view.compile_step_finished,
+        )
+        view.decided(decision.line())

@@ -21,8 +21,10 @@ from speedopt.knobs import Knobs
 from speedopt.measure import JobOutcome, ValidateJob, ValidationTime, no_new_npy, run_job
 from speedopt.offline import cache_dir
 from speedopt.search._ceilings import ceilings_of, mosaic_off_of
+from speedopt.search._claim import Claim
 from speedopt.search._objective import Inputs
 from speedopt.search._plan import SearchPlan
+from speedopt.search._stage import SearchContext, Stage
 from speedopt.search._view import View
 from speedopt.study import StudyProtocol, best_trial, records, schema
 from speedopt.study.record_types import baseline_trial
@@ -64,6 +66,18 @@ def _val_digest(protocol: StudyProtocol, knobs: Knobs) -> str:
         parts.append(protocol.data_yaml(knobs))
     material = json.dumps(parts)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+class EndsStage(Stage):
+    """The ceilings and a timed validation pass of the baseline's and the recommended config, where the plan asks."""
+
+    name = "ends"
+
+    def wanted(self, ctx: SearchContext) -> bool:
+        return ctx.plan.ends
+
+    def run(self, ctx: SearchContext, claim: Claim | None) -> None:
+        ends(ctx.plan, ctx.study, ctx.view, ctx.inputs)
 
 
 def validation_time(

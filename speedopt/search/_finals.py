@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialResult
 from speedopt.search import _sequential as sequential
-from speedopt.search._claim import claimed
-from speedopt.study import Finals, TrialRecord, finalists, schema
+from speedopt.search._claim import Claim, claimed
+from speedopt.search._stage import SearchContext, Stage
+from speedopt.study import Finals, TrialRecord, finalists, records, schema
+from speedopt.study.notes import write_finals_notes
 from speedopt.study.record_types import Repeat
 
 if TYPE_CHECKING:
@@ -107,3 +109,19 @@ def _rounds(
                     note(line)
                     said.add(line)
     return finals
+
+
+class FinalsStage(Stage):
+    """Re-measure the leaders beside the baseline in interleaved rounds (claimed inside :func:`run`, which resumes
+    stored rounds)."""
+
+    name = "finals"
+
+    def run(self, ctx: SearchContext, claim: Claim | None) -> None:
+        p, view = ctx.plan.protocol, ctx.view
+        finals = run(
+            ctx.study, records(ctx.study), p.finalists, p.repeats, ctx.measure(), p.min_gain, begin=view.finals_started,
+            started=view.repeat_started, finished=view.repeat_finished, note=view.note, stale_s=ctx.longest_s,
+        )
+        if finals is not None:
+            write_finals_notes(ctx.study, finals)

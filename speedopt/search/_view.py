@@ -23,6 +23,13 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
     def start(self, plan: SearchPlan, so_far: SearchOutcome, notes: list[str]) -> None:
         """The study is open: its target, what it already holds, notes on the plan."""
 
+    def stage_started(self, name: str) -> None:
+        """A stage of the search begins (``ranking``, ``trials``, ``finals``, ``compile``, ``ablation``, ``ends``: the
+        names of :data:`speedopt.search._run.STAGES`, as the bill names their time)."""
+
+    def stage_finished(self, name: str) -> None:
+        """A stage of the search ended (normally or not)."""
+
     def trial_started(self, number: int, knobs: Knobs) -> None:
         """A trial begins measuring ``knobs``."""
 
