@@ -4,7 +4,7 @@ Each ceiling is measured once per key (:func:`speedopt.measure.measure_ceilings`
 so workers, resumes and the report share them (:func:`of_config` reads them back: the report's ceilings). A
 search measures them for three uses: ranking the
 space before the trials (:mod:`speedopt.search._rank`), stopping at the ceiling
-(:func:`speedopt.search._stop.stop_at_ceiling`), and, after the finals, the ends: the ceilings of the
+(:func:`speedopt.search._ceiling_stop.stop_at_ceiling`), and, after the finals, the ends: the ceilings of the
 baseline and of the recommendation, for the report (:func:`speedopt.search._ends.ends`).
 """
 

@@ -121,7 +121,7 @@ def measure(
         return request
     progress: Callable[[TrialProgress], None] = view.trial_progress
     if trial is not None:
-        from speedopt.search._stop import reporting
+        from speedopt.search._prune import reporting
 
         progress = reporting(trial, plan, view.trial_progress)
     if live is not None:
@@ -149,7 +149,8 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock:
     """The study's objective: one trial measured, judged and stored (its images/s, or 0 when not ok); its
     memory fits and quality probes timed apart on ``clock`` (the study's bill)."""
     clock = clock or Clock()
-    from speedopt.search._stop import Skips, baseline_speed, best_feasible
+    from speedopt.search._budget import baseline_speed, best_feasible
+    from speedopt.search._skip import Skips
 
     skips = Skips(plan)
 

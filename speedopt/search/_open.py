@@ -48,7 +48,7 @@ def _create_or_load(plan: SearchPlan, storage: BaseStorage) -> tuple[optuna.Stud
     """The study, and whether this process created it (two searches started at once: one creates, one joins)."""
     import optuna
 
-    from speedopt.search._stop import pruner
+    from speedopt.search._prune import pruner
 
     if not plan.create or plan.study_name in study_names(storage):
         return optuna.load_study(study_name=plan.study_name, storage=storage, sampler=_sampler(plan), pruner=pruner(plan)), False

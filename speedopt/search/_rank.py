@@ -11,10 +11,10 @@ short jobs bound all N configs of a space. Three uses, Optuna staying the study'
   image (a larger model scale or imgsz, fewer layers frozen, every other compute knob alike: :func:`less_work`), so
   most of the J jobs never run. The configs with the highest bounds are then enqueued right after the baseline (Optuna runs enqueued
   trials first, then samples);
-- **a bound for the space** (:mod:`speedopt.search._stop`): with every config bounded (by its own ceilings, or a config
+- **a bound for the space** (:mod:`speedopt.search._ceiling_stop`): with every config bounded (by its own ceilings, or a config
   doing less work), the search stops once its best config's bound is within the noise of the highest bound of any
   config it could still try, whichever knobs it varies;
-- **skipping** (:mod:`speedopt.search._stop`; whenever both ceilings of a proposed config are known, ranked or not): a config whose
+- **skipping** (:mod:`speedopt.search._skip`; whenever both ceilings of a proposed config are known, ranked or not): a config whose
   bound is below (1 - ``--prune-margin``) x the best measured images/s cannot catch up; it is pruned
   before it runs, as the pruner would have after a few steps.
 """

@@ -11,6 +11,7 @@ from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, key_of
 from speedopt.search import _ceilings as ceilings_mod
 from speedopt.search import _rank as rank_mod
+from speedopt.search._budget import complete
 from speedopt.search._claim import Claim
 from speedopt.search._stage import SearchContext, Stage
 from speedopt.status import Status
@@ -25,7 +26,6 @@ class RankingStage(Stage):
     def run(self, ctx: SearchContext, claim: Claim | None) -> None:
         from optuna.trial import TrialState
 
-        from speedopt.search._stop import complete
 
         p, study, view = ctx.plan.protocol, ctx.study, ctx.view
         if schema.read_ranking(study) is not None or complete(study) or any(

@@ -18,6 +18,7 @@ from speedopt.measure import warm_worker
 from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget
 from speedopt.search._ablation import AblationStage
+from speedopt.search._budget import full, spent
 from speedopt.search._claim import Claim, claimed
 from speedopt.search._compile import CompileStage
 from speedopt.search._ends import EndsStage
@@ -41,11 +42,11 @@ if TYPE_CHECKING:
 
 def run(plan: SearchPlan, view: View | None = None, runner: Runner | None = None) -> SearchOutcome:
     """Create (or resume, or join) the study and run trials until it holds its target (complete trials and those
-    pruned part-way: :func:`~speedopt.search._stop.spent`).
+    pruned part-way: :func:`~speedopt.search._budget.spent`).
 
     Several processes may share one study: a trial that would exceed the target because another
     worker took the last slot is pruned before it measures, and each process stops starting trials
-    once spent and running trials reach the target (:func:`~speedopt.search._stop.max_trials`) or ``plan.timeout_s``
+    once spent and running trials reach the target (:func:`~speedopt.search._budget.max_trials`) or ``plan.timeout_s``
     passes. It then waits for the other workers' running trials: one whose worker died is failed once
     its heartbeat is stale and retried here, so no process leaves the study short while a trial can
     still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.
@@ -94,8 +95,6 @@ def _search(
 ) -> None:
     """The stages of :data:`STAGES` over one context, each timed for the study's bill; a stage that waits for the
     trials runs once the study holds its target (for the study's creator: a worker stops after the trials)."""
-    from speedopt.search._stop import full, spent
-
     ctx = _context(plan, study, storage, view, interrupts, clock, runner)
     p = plan.protocol
     trials_done: bool | None = None

@@ -1,6 +1,7 @@
 """The trials stage: Optuna's own loop (``Study.optimize`` with ``timeout`` and a
 :class:`~optuna.study.MaxTrialsCallback`) runs trials (:mod:`speedopt.search._objective`) until the study holds its
-target or a stop rule says so (:mod:`speedopt.search._stop`), then waits out other workers' trials that may still be
+target or a stop rule says so (:mod:`speedopt.search._budget`, :mod:`~speedopt.search._skip`,
+:mod:`~speedopt.search._prune`, :mod:`~speedopt.search._ceiling_stop`), then waits out other workers' trials that may still be
 retried. Every process of the study runs it, workers too."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from speedopt.isolation import wait_until
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings
 from speedopt.search import _ceilings as ceilings_mod
+from speedopt.search._budget import full, guarded, max_trials, spent
+from speedopt.search._ceiling_stop import stop_at_ceiling
 from speedopt.search._claim import Claim
 from speedopt.search._objective import objective
 from speedopt.search._recovery import awaited, recover_stale
@@ -32,8 +35,6 @@ class TrialsStage(Stage):
     after_trials = False
 
     def run(self, ctx: SearchContext, claim: Claim | None) -> None:
-        from speedopt.search._stop import guarded, stop_at_ceiling
-
         plan, clock = ctx.plan, ctx.clock
         one_trial = ctx.interrupts.guard(guarded(objective(plan, ctx.view, ctx.judge, ctx.inputs, clock), plan.protocol.trials))
         with ctx.interrupts.quiet():
@@ -57,8 +58,6 @@ def _fill(
 ) -> None:
     """Run trials until the study holds its target, waiting out other workers' trials that may still be retried;
     ``after_trial`` runs after each trial is stored (an Optuna callback)."""
-    from speedopt.search._stop import full, max_trials, spent
-
     study, storage, plan, view = ctx.study, ctx.storage, ctx.plan, ctx.view
     target = plan.protocol.trials
     deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s

@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from speedopt.measure import Ceiling, Ceilings
-from speedopt.search._stop import reached
+from speedopt.search._ceiling_stop import reached
 from speedopt.status import Status
 from speedopt.study import schema
 from tests.conftest import run_cli
@@ -82,7 +82,7 @@ def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_th
 
     from speedopt.knobs import Knobs
     from speedopt.measure import TrialResult
-    from speedopt.search._stop import stop_at_ceiling
+    from speedopt.search._ceiling_stop import stop_at_ceiling
     from speedopt.study import Space
     from speedopt.study.record_types import Domain
 

@@ -154,8 +154,8 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
     from optuna.trial import TrialState
 
     from speedopt.measure import TrialResult
+    from speedopt.search._ceiling_stop import stop_at_ceiling
     from speedopt.search._open import open_study, prepared_first
-    from speedopt.search._stop import stop_at_ceiling
     from speedopt.status import Status
     from speedopt.study import open_storage, schema
     from speedopt.study._storage import Need

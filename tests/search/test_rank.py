@@ -9,7 +9,8 @@ from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling
 from speedopt.measure._ceilings import key_of
 from speedopt.search import _rank as rank
-from speedopt.search._stop import hopeless, space_reached
+from speedopt.search._ceiling_stop import space_reached
+from speedopt.search._skip import hopeless
 from speedopt.status import Status
 from speedopt.study import Space, records, schema
 from speedopt.study.record_types import Domain, Ranking
@@ -190,11 +191,11 @@ def study_space(study: optuna.Study) -> Space:
 
 def test_once_a_trial_beats_its_ceilings_no_ceiling_skips_or_stops():
     """Issue 30: a rule acts only on ceilings that hold; one trial above min(its ceilings) beyond both
-    intervals voids them all (:func:`speedopt.search._stop.beaten`)."""
+    intervals voids them all (:func:`speedopt.search._skip.beaten`)."""
     from optuna.trial import TrialState, create_trial
 
     from speedopt.measure import TrialResult
-    from speedopt.search._stop import beaten
+    from speedopt.search._skip import beaten
 
     grid = rank.configs(_space(model=("yolov5n", "yolov5s")))
     assert grid is not None
@@ -215,7 +216,7 @@ def test_once_a_trial_beats_its_ceilings_no_ceiling_skips_or_stops():
     assert why is not None and why.startswith("trial 1: measurement fault") and "60.0 images/s" in why
     from types import SimpleNamespace
 
-    from speedopt.search._stop import Skips
+    from speedopt.search._skip import Skips
 
     skips = Skips(SimpleNamespace(protocol=SimpleNamespace(prune_margin=0.5)))  # type: ignore[arg-type]
     assert skips.why(study.ask(), large, large) is None  # bound 9.9 < half the best, yet measured: the bounds fail

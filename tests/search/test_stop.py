@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from speedopt.knobs import Knobs
 from speedopt.measure import TrialOptions, TrialProgress, TrialResult, make_request, run_trial
-from speedopt.search._stop import BestMargin, pruned_text
+from speedopt.search._prune import BestMargin, pruned_text
 from speedopt.status import Status
 
 KNOBS = Knobs(model="yolov5n", imgsz=96, batch=4, workers=0, amp=False)
@@ -87,7 +87,7 @@ def test_a_pruned_trial_leaves_no_process_and_no_folder(demo_yaml):
 def test_search_reports_to_the_pruner_and_records_why(demo_yaml, tmp_path):
     """The study's objective reports the running rate as intermediate values (fast: a study of one pruned trial
     is built by hand through the same callback the search uses)."""
-    from speedopt.search._stop import reporting
+    from speedopt.search._prune import reporting
 
     class Plan:
         class protocol:
@@ -124,7 +124,7 @@ def test_the_report_lists_pruned_trials_and_their_reason():
 
 def test_a_pruned_config_is_never_measured_again():
     """Pruned trials do not count as complete, so without this the sampler would propose the slow config forever."""
-    from speedopt.search._stop import duplicate_of
+    from speedopt.search._skip import duplicate_of
     from speedopt.study import schema
 
     study = optuna.create_study(direction="maximize")
@@ -138,7 +138,7 @@ def test_a_pruned_config_is_never_measured_again():
 
 def test_the_budget_counts_trials_pruned_part_way_and_not_configs_skipped_before_they_ran():
     """``--trials 6`` means 6 runs of the trainer: a trial pruned after reporting steps spent budget, a skip did not."""
-    from speedopt.search._stop import full, max_trials, spent
+    from speedopt.search._budget import full, max_trials, spent
     from speedopt.study import outcome
 
     study = _study_with_best(100.0)  # one complete trial
@@ -163,7 +163,7 @@ def test_repeated_proposals_queue_an_unmeasured_config_and_a_measured_space_stop
     skip queues a config the space has not measured (a neighbour of the best), and stops once none is left."""
     from types import SimpleNamespace
 
-    from speedopt.search._stop import QUEUE_AFTER, Skips, unmeasured
+    from speedopt.search._skip import QUEUE_AFTER, Skips, unmeasured
     from speedopt.study import Space, schema
     from speedopt.study.record_types import Domain
 
