@@ -83,6 +83,17 @@ class Ceiling:
     def ok(self) -> bool:
         return self.status is Status.OK and self.images_per_s is not None
 
+    @staticmethod
+    def name_of(job: str, key: str) -> str:
+        """The one name a study stores a ceiling under: ``job|key`` (``job``: its kind, or the loader with mosaic off,
+        :data:`MOSAIC_OFF`; ``key``: :func:`key_of` the knobs it ran)."""
+        return f"{job}|{key}"
+
+    @classmethod
+    def name_for(cls, job: str, knobs: Knobs) -> str:
+        """:meth:`name_of` the ceiling ``job`` of ``knobs`` (the mosaic-off loader is keyed as the data ceiling is)."""
+        return cls.name_of(job, key_of("compute" if job == "compute" else "data", knobs))
+
     def text(self) -> str:
         """``data ceiling 45.1 images/s (+/-3.2%, 20 steps; the train loader alone ...)``, or why it is missing."""
         if not self.ok:
@@ -208,11 +219,11 @@ def _found_or_measured(
 ) -> Ceiling:
     """The ``job`` (a kind, or :data:`MOSAIC_OFF`) of ``knobs``: ``known`` by ``job|key`` when ok, else measured and saved
     under the key it ran (read back from the trainer)."""
-    found = (known or {}).get(f"{job}|{key_of(kind, knobs)}")
+    found = (known or {}).get(Ceiling.name_of(job, key_of(kind, knobs)))
     if found is not None and found.ok:
         return found
     ceiling = measure_one(kind, knobs, prepare, run, mode=job)
-    save(f"{job}|{ceiling.key}", ceiling)
+    save(Ceiling.name_of(job, ceiling.key), ceiling)
     return ceiling
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import MOSAIC_OFF, ValidationTime, key_of
+from speedopt.measure import MOSAIC_OFF, Ceiling, ValidationTime
 from speedopt.reporting._projection import MosaicOff, Projection, label_build_for, prepare_s_for, project
 from speedopt.reporting._text import duration, pct
 from speedopt.search import validation_time
@@ -61,8 +61,8 @@ def mosaic_off_of(study: optuna.Study, knobs: Knobs, epochs: int) -> MosaicOff |
     """The loader of ``knobs`` measured with mosaic on (its data ceiling) and off, where the study holds both ok."""
     if not epochs:
         return None
-    known, key = schema.read_ceilings(study), key_of("data", knobs)
-    on, off = known.get(f"data|{key}"), known.get(f"{MOSAIC_OFF}|{key}")
+    known = schema.read_ceilings(study)
+    on, off = known.get(Ceiling.name_for("data", knobs)), known.get(Ceiling.name_for(MOSAIC_OFF, knobs))
     if on is None or off is None or not (on.ok and off.ok) or not on.images_per_s or not off.images_per_s:
         return None
     return MosaicOff(epochs, on.images_per_s, off.images_per_s)

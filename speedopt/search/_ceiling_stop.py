@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs, knob_names
-from speedopt.measure import Ceilings, key_of
+from speedopt.measure import Ceiling, Ceilings
 from speedopt.search import _rank as rank_mod
 from speedopt.search._budget import spent, stop_study
 from speedopt.search._headroom import headroom_of
@@ -88,7 +88,7 @@ def space_fault(images_per_s: float, ranking: Ranking | None, ci_rel: float | No
 def _too_late(plan: SearchPlan, study: optuna.Study, knobs: Knobs) -> bool:
     """Measuring the ceilings ``knobs`` still misses would cost as many jobs as the trials a stop could save."""
     known = schema.read_ceilings(study)
-    missing = sum(f"{kind}|{key_of(kind, knobs)}" not in known for kind in ("data", "compute"))
+    missing = sum(Ceiling.name_for(kind, knobs) not in known for kind in ("data", "compute"))
     return missing > 0 and plan.protocol.trials - spent(study) <= missing
 
 def _own_bound(

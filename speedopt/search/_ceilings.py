@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from speedopt import engines
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of, measure_ceilings, measure_mosaic_off
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings, measure_mosaic_off
 from speedopt.search._objective import Inputs, measure, request_for
 from speedopt.search._plan import SearchPlan
 from speedopt.search._rank import Kind
@@ -32,7 +32,7 @@ Measure = Callable[[TrialRequest], TrialResult]
 def of_config(study: optuna.Study, knobs: Knobs) -> Ceilings:
     """The stored ceilings of ``knobs`` (as run); either may be None when not measured."""
     found = schema.read_ceilings(study)
-    return Ceilings(found.get(f"data|{key_of('data', knobs)}"), found.get(f"compute|{key_of('compute', knobs)}"))
+    return Ceilings(found.get(Ceiling.name_for("data", knobs)), found.get(Ceiling.name_for("compute", knobs)))
 
 
 def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] | None = None) -> Ceilings:

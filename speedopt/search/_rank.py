@@ -52,7 +52,7 @@ def representatives(grid: Iterable[Knobs]) -> dict[str, Knobs]:
     out: dict[str, Knobs] = {}
     for knobs in grid:
         for kind in ("data", "compute"):
-            out.setdefault(f"{kind}|{key_of(kind, knobs)}", knobs)
+            out.setdefault(Ceiling.name_for(kind, knobs), knobs)
     return out
 
 
@@ -131,7 +131,7 @@ def uppers(grid: Sequence[Knobs], known: Mapping[str, Ceiling]) -> list[float]:
 @functools.lru_cache(maxsize=65536)
 def _name(kind: Kind, knobs: Knobs) -> str:
     """``kind|key`` of ``knobs``' ceiling, as a study keeps it."""
-    return f"{kind}|{key_of(kind, knobs)}"
+    return Ceiling.name_for(kind, knobs)
 
 
 def next_job(grid: Sequence[Knobs], known: Mapping[str, Ceiling]) -> tuple[Kind, Knobs] | None:

@@ -69,7 +69,7 @@ def _bounded(ctx: SearchContext, grid: list[Knobs]) -> dict[str, Ceiling]:
         kind, knobs = job
         found = ceilings_mod.ceilings_of(ctx.plan, ctx.study, knobs, ctx.view, ctx.inputs, kinds=(kind,))
         got, key = getattr(found, kind) if found is not None else None, key_of(kind, knobs)
-        known[f"{kind}|{key}"] = got if got is not None else Ceiling(kind, key, Status.ERROR, "not measured")
+        known[Ceiling.name_of(kind, key)] = got if got is not None else Ceiling(kind, key, Status.ERROR, "not measured")
         if got is not None:
-            known[f"{kind}|{got.key}"] = got  # as run, as the study keeps it
+            known[Ceiling.name_of(kind, got.key)] = got  # as run, as the study keeps it
     return known

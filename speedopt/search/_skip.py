@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from speedopt.knobs import Knobs
-from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, key_of
+from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult
 from speedopt.search import _rank as rank_mod
 from speedopt.search._budget import best_feasible, stop_study
 from speedopt.search._plan import SearchPlan
@@ -57,7 +57,7 @@ def beaten(study: optuna.Study) -> str | None:
 
 def stored_ceilings(known: Mapping[str, Ceiling], config: Knobs) -> Ceilings:
     """The ceilings of ``config`` (as run) among a study's stored ones (``known``); either may be None."""
-    return Ceilings(known.get(f"data|{key_of('data', config)}"), known.get(f"compute|{key_of('compute', config)}"))
+    return Ceilings(known.get(Ceiling.name_for("data", config)), known.get(Ceiling.name_for("compute", config)))
 
 def unmeasured(study: optuna.Study, space: Space) -> list[Knobs] | None:
     """The space's configs no trial measured, pruned, runs or holds in the queue (None: too many to enumerate)."""
