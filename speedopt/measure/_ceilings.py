@@ -22,14 +22,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
-from speedopt.knobs import KNOBS, MODEL_SCALES, Knobs, knob_names
+from speedopt.knobs import KNOBS, MODEL_SCALES, Knobs, Side, knob_names
 from speedopt.measure._request import TrialRequest
 from speedopt.measure._result import TrialResult
 from speedopt.status import Status
 
-CeilingKind = Literal["data", "compute"]  # the loader alone, the model alone
+CeilingKind = Side  # the loader alone, the model alone: knobs.Side, the one declaration of the ceiling kinds
 KINDS: tuple[CeilingKind, ...] = get_args(CeilingKind)
 DATA_KNOBS = knob_names(lambda k: "data" in k.sides)  # the registry's knobs that act on the loader
 COMPUTE_KNOBS = knob_names(lambda k: "compute" in k.sides)  # ... and on the model's steps

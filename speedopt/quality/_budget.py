@@ -74,6 +74,6 @@ def not_informative(reference: float) -> str:
 
 def t_quantile(n: int, confidence: float = CONFIDENCE) -> float:
     """Student's t quantile for a one-sided ``confidence`` bound on a mean of ``n`` paired differences."""
-    from scipy.special import stdtrit
+    from speedopt._student import t_quantiles
 
-    return float(stdtrit(n - 1, confidence))
+    return t_quantiles([n - 1], confidence)[0]

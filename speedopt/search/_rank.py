@@ -26,9 +26,9 @@ import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, get_args
+from typing import get_args
 
-from speedopt.knobs import MODEL_SCALES, Knobs
+from speedopt.knobs import MODEL_SCALES, Knobs, Side
 from speedopt.measure import Ceiling, Ceilings, key_of
 from speedopt.study import Space
 from speedopt.study.record_types import Ranking, RankMode
@@ -71,7 +71,7 @@ def bound_of(knobs: Knobs, known: Mapping[str, Ceiling]) -> float | None:
     return bound(Ceilings(known.get(_name("data", knobs)), known.get(_name("compute", knobs))), knobs.workers)
 
 
-Kind = Literal["data", "compute"]
+Kind = Side  # the ceiling kinds: knobs.Side, the one declaration
 
 
 def less_work(a: Knobs, b: Knobs) -> bool:
