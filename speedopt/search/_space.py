@@ -71,22 +71,24 @@ def default_space(
 
 
 def decide_at_end(space: Space, baseline: Knobs) -> tuple[Space, Knobs, tuple[str, ...], list[str]]:
-    """Take the compile modes a space lists out of what the trials sample: the space (compile ``off`` for every trial),
-    the baseline (eager), the modes decided once at the end on the recommendation
-    (:class:`~speedopt.study.record_types.CompileDecision`), and a note. A space that pins one mode (``--fix
-    compile=default``) keeps it: every trial compiles, as asked."""
-    domain = space.domains.get("compile")
-    if domain is None or len(domain.values()) < 2:
+    """Take the values of the knob the registry marks ``at_end`` (compile: a one-time cost per run) out of what the
+    trials sample: the space (its default, ``off``, for every trial), the baseline (at the default: eager), the values
+    decided once at the end on the recommendation (:class:`~speedopt.study.record_types.CompileDecision`), and a note.
+    A space that pins one value (``--fix compile=default``) keeps it: every trial compiles, as asked."""
+    knob = next((k for k in KNOBS.values() if k.at_end), None)
+    domain = space.domains.get(knob.name) if knob is not None else None
+    if knob is None or domain is None or len(domain.values()) < 2:
         return space, baseline, (), []
-    modes = tuple(v for v in domain.values() if v != COMPILE_OFF)
+    name, off = knob.name, knob.default
+    modes = tuple(v for v in domain.values() if v != off)
     notes = [
-        f"compile {domain.text()}: decided once at the end, on the recommendation measured eager and compiled in "
+        f"{name} {domain.text()}: decided once at the end, on the recommendation measured eager and compiled in "
         "interleaved rounds, its one-time cost charged against --epochs; no trial compiles"
     ]
-    if baseline.compile != COMPILE_OFF:
-        notes.append(f"baseline compile={baseline.compile} is measured eager: compile is decided at the end")
-        baseline = dataclasses.replace(baseline, compile=COMPILE_OFF)
-    return Space({**space.domains, "compile": Domain(choices=(COMPILE_OFF,))}), baseline, modes, notes
+    if getattr(baseline, name) != off:
+        notes.append(f"baseline {name}={getattr(baseline, name)} is measured eager: {name} is decided at the end")
+        baseline = dataclasses.replace(baseline, **{name: off})
+    return Space({**space.domains, name: Domain(choices=(off,))}), baseline, modes, notes
 
 
 Accepted = dict[str, tuple[tuple[Any, ...], str]]  # Engine.accepted(): knob -> (the values its trainer takes, why)
