@@ -822,8 +822,8 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
     stop.set()
     watcher.join()
     assert survivor.returncode == 0, (out + err)[-3000:]
-    # It took the finals over from the killed owner (waiting while it lived, or at once when it came later) and decided
-    assert "finals:" in err and "torch.compile: keep eager" in err, err[-3000:]
+    # It took over what the killed owner of the finals left (the rest of the finals, or only the compile decision when
+    # the owner had stored the last round just before the kill): what the study holds says so, not which lines it printed
     study = optuna.load_study(study_name=name, storage=PG)
     finals, decision = schema.read_finals(study), schema.read_compile(study)
     assert finals is not None and finals.complete and decision is not None and decision.complete, (out + err)[-3000:]
