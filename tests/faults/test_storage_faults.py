@@ -804,12 +804,14 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) for _ in range(2)]
     watcher = threading.Thread(target=_command_lines, args=(procs, seen, stop), daemon=True)
     watcher.start()
+    # One storage for every look: a URL per look opened a pool per look, and in CI the server's 100 connections ran
+    # out before the collector closed the old pools
     storage = optuna.storages.RDBStorage(PG)
     killed = None
     deadline = time.time() + 600
     while killed is None and time.time() < deadline and all(p.poll() is None for p in procs):
         owner = _claim_owner(storage, name, "finals")
-        study = optuna.load_study(study_name=name, storage=PG) if name in optuna.get_all_study_names(PG) else None
+        study = optuna.load_study(study_name=name, storage=storage) if name in optuna.get_all_study_names(storage) else None
         finals = schema.read_finals(study) if study is not None else None
         if owner is not None and finals is not None and finals.measured:
             killed = next(p for p in procs if p.pid == owner)
@@ -824,7 +826,7 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
     assert survivor.returncode == 0, (out + err)[-3000:]
     # It took over what the killed owner of the finals left (the rest of the finals, or only the compile decision when
     # the owner had stored the last round just before the kill): what the study holds says so, not which lines it printed
-    study = optuna.load_study(study_name=name, storage=PG)
+    study = optuna.load_study(study_name=name, storage=storage)
     finals, decision = schema.read_finals(study), schema.read_compile(study)
     assert finals is not None and finals.complete and decision is not None and decision.complete, (out + err)[-3000:]
     for measured in (finals.measured, decision.measured):
@@ -834,7 +836,7 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
     from speedopt.search._claim import claim_name
 
     ours = claim_name(name, "finals", 1).rsplit("-finals-1", 1)[0]
-    assert not [n for n in optuna.get_all_study_names(PG) if n.startswith(ours)]  # the dead owner's claim went too
+    assert not [n for n in optuna.get_all_study_names(storage) if n.startswith(ours)]  # the dead owner's claim went too
     done = records(study)
     configs = [r.config for r in done]
     assert len(configs) == len(set(configs)) == 2  # each config measured once: the killed run's trial was not redone
