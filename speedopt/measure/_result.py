@@ -41,7 +41,7 @@ class TrialResult:
     warmup: int | None = None  # warm-up batches before the window
     max_steps: int | None = None
     ci_rel: float | None = None  # 90% CI half-width of the mean step time, relative to it
-    converged: bool | None = None  # the CI reached +/-5% before max_steps
+    converged: bool | None = None  # the CI reached +/-5% before max_steps, and the rate stopped drifting
     step_s: tuple[float, ...] = field(default=(), repr=False)  # each measured step's seconds, in order
     warmup_s: tuple[float, ...] = field(default=(), repr=False)  # each warm-up batch's seconds, in order
     compile_s: float | None = None  # torch.compile's one-time cost: the warm-up steps beyond steady ones (compile trials)

@@ -46,7 +46,9 @@ def test_cli_trial_json_is_plausible_and_leaves_no_trace(demo_yaml, tmp_path):
     # enough images for the longest window: 1 warm-up + 9 (3 x --steps) batches of 4 (no workers on CPU: no queue)
     assert result["images_used"] == 40 and result["images_total"] == 48
     assert 3 <= result["steps"] <= 9 and result["max_steps"] == 9 and result["warmup"] == 1
-    assert result["ci_rel"] > 0 and result["converged"] == (result["ci_rel"] <= 0.05)
+    # converged: the CI within 5% and the window's two halves within 5% of each other (drift): a CI within 5% alone
+    # does not make it (CI once measured 0.049 with a drifting window, converged false)
+    assert result["ci_rel"] > 0 and (result["ci_rel"] <= 0.05 or not result["converged"])
     assert result["network_blocked"] == []
     # The absolute yardstick: the trainer's model counted at imgsz 128, 3 x forward per trained image. Ultralytics lists
     # YOLOv5nu at 7.7 GFLOPs (640 px, 80 classes): 3 x 7.7 x (128/640)^2 = 0.92; the demo's 3 classes shrink the head.
