@@ -18,6 +18,7 @@ from typing import Any
 
 from speedopt._trainer_args import model_argument, pretrained, train_py_args
 from speedopt.engines import DEFAULT as DEFAULT_ENGINE
+from speedopt.engines import Dialect
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
@@ -151,6 +152,16 @@ def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | N
     if gpus > 1:
         launcher = ["python", "-m", "torch.distributed.run", "--nproc_per_node", str(gpus), "train.py"]
     return shlex.join(launcher + train_py_args(data, knobs, device=device, epochs=epochs, weights=weights))
+
+
+_FORMS = {"yolo": yolo_train, "train.py": train_py}
+
+
+def train_command(
+    dialect: Dialect, data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None
+) -> str:
+    """The training command in ``dialect``: ``yolo detect train ...`` or ``python train.py ...``."""
+    return _FORMS[dialect](data, knobs, device=device, epochs=epochs, weights=weights)
 
 
 @dataclass(frozen=True)

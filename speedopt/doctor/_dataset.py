@@ -34,9 +34,9 @@ def loggers(engine: str) -> Check:
     """Logger integrations on for the trainer here; online ones send during training and can stall it."""
     found = logger_integrations(engine)
     online = [log for log in found if log.online]
-    classic = engines.engine_class(engine).dialect == "train.py"  # how to turn one off, in the trainer's own terms
+    words = engines.words(engine)  # how to turn one off, in the trainer's own terms
     listed = ", ".join(f"{log.name} ({'online' if log.online else 'local'})" for log in found) or "none"
     if online:
         return Check("loggers", Level.WARN, f"on for {engine}: {listed}; online loggers can stall training on a slow network",
-                     "; ".join(f"{log.name}: {log.how_off(classic)}" for log in online))
+                     "; ".join(f"{log.name}: {log.how_off(words)}" for log in online))
     return Check("loggers", Level.OK, f"on for {engine}: {listed}")

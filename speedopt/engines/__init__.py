@@ -23,6 +23,7 @@ from speedopt.engines._base import (
 )
 from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank
 from speedopt.engines._silent import WATCHED as SILENT_STATUS
+from speedopt.engines._words import Words, words_of
 from speedopt.errors import UsageError
 
 Trainer = Literal["ultralytics", "yolov5"]  # the trainers a user picks
@@ -65,6 +66,11 @@ def get(name: str, yolov5_dir: str | None = None) -> Engine:
     return built()
 
 
+def words(name: str) -> Words:
+    """What a user types to the trainer of the engine called ``name``: its dialect's :class:`Words`."""
+    return words_of(engine_class(name).dialect)
+
+
 __all__ = [
     "MODES",
     "Clock",
@@ -79,10 +85,12 @@ __all__ = [
     "ProbeScores",
     "SplitLabels",
     "TrainRun",
+    "Words",
     "PG_TIMEOUT_ENV",
     "SILENT_STATUS",
     "ddp_rank",
     "engine_class",
     "engine_name",
     "get",
+    "words",
 ]

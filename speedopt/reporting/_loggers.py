@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from speedopt import engines
 from speedopt.data import settings_file
+from speedopt.engines import Words
 
 # settings key -> (the package that makes it active, Ultralytics' default when the key is missing)
 _ULTRALYTICS: dict[str, tuple[str, bool]] = {
@@ -47,12 +48,10 @@ class LoggerIntegration:
     online: bool
     source: str  # why it is on: the settings file (and its path), or "installed" (classic)
 
-    def how_off(self, classic: bool) -> str:
-        """How the user turns it off (or offline) in the trainer's own terms."""
+    def how_off(self, words: Words) -> str:
+        """How the user turns it off (or offline) in the trainer's own ``words``."""
         offline = {"wandb": " or `WANDB_MODE=offline`", "comet": " or `COMET_MODE=offline`"}.get(self.name, "")
-        if classic:
-            return f"`pip uninstall {self.package}`{offline}"
-        return f"`yolo settings {self.name}=False`{offline}"
+        return words.logger_off.format(name=self.name, package=self.package) + offline
 
 
 def _installed(package: str) -> bool:
@@ -79,12 +78,14 @@ def _settings() -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-def logger_integrations(engine: str) -> list[LoggerIntegration]:
-    """The loggers the user's own run of ``engine`` (``ultralytics`` or ``yolov5``) loads on this machine: what
-    its command's dialect loads (the engine declares it: ``yolo`` reads the settings file, ``train.py`` what is installed)."""
-    if engines.engine_class(engine).dialect == "train.py":
-        found = [LoggerIntegration(n, p, _online(n), "installed") for n, p in _CLASSIC.items() if _installed(p)]
-        return [*found, LoggerIntegration("tensorboard", "tensorboard", False, "always on in train.py")]
+def _installed_loggers() -> list[LoggerIntegration]:
+    """Classic ``train.py``: every logger whose package is installed, and TensorBoard always."""
+    found = [LoggerIntegration(n, p, _online(n), "installed") for n, p in _CLASSIC.items() if _installed(p)]
+    return [*found, LoggerIntegration("tensorboard", "tensorboard", False, "always on in train.py")]
+
+
+def _settings_loggers() -> list[LoggerIntegration]:
+    """Ultralytics: the integrations its settings file switches on (or its defaults), where their package is installed."""
     settings = _settings()
     out = []
     for name, (package, default) in _ULTRALYTICS.items():
@@ -92,3 +93,12 @@ def logger_integrations(engine: str) -> list[LoggerIntegration]:
             source = f"on in {settings_file()}" if name in settings else "on by Ultralytics' default"
             out.append(LoggerIntegration(name, package, _online(name), source))
     return out
+
+
+_SOURCES = {"installed": _installed_loggers, "settings": _settings_loggers}
+
+
+def logger_integrations(engine: str) -> list[LoggerIntegration]:
+    """The loggers the user's own run of ``engine`` (``ultralytics`` or ``yolov5``) loads on this machine: what
+    its command's dialect loads (its :class:`~speedopt.engines.Words` say: a settings file, or what is installed)."""
+    return _SOURCES[engines.words(engine).logger_source]()

@@ -80,8 +80,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + compile_section(result) + ablation.section(study, result, files.figures, files.link)
     md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, pb, pr, epochs, certain)
-    classic = engines.engine_class(p.engine).dialect == "train.py"  # advice in the study's trainer's own terms
-    md += overhead_advice(pr or pb, classic, logger_integrations(p.engine)) + copies_section(p, epochs)
+    md += overhead_advice(pr or pb, engines.words(p.engine), logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += command_section(recommendation(result), epochs)
     md += honoured_section(p) + warm_start_section(p, done)

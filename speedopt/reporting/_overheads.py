@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from speedopt.engines import Words
 from speedopt.reporting._loggers import LoggerIntegration
 from speedopt.reporting._projection import Projection
 
@@ -41,17 +42,17 @@ def interval(p: Projection, share: float = SHARE) -> int:
     return max(2, min(k, max(p.epochs, 2)))
 
 
-def overhead_advice(p: Projection | None, classic: bool, loggers: list[LoggerIntegration]) -> list[str]:
+def overhead_advice(p: Projection | None, words: Words, loggers: list[LoggerIntegration]) -> list[str]:
     """The report's section on per-epoch overheads: what each costs, and advice on what is above :data:`SHARE`
-    of an epoch (empty without a projection and without an online logger)."""
+    of an epoch (empty without a projection and without an online logger), in the trainer's own ``words``."""
     lines: list[str] = [] if p is None else [_measured(p, loggers), ""]
     if p is not None and p.val_s is not None and p.val_s / p.epoch_s > SHARE:
-        lines += _validation(p, classic)
+        lines += _validation(p, words)
     if p is not None and p.save_s is not None and p.save_s / p.epoch_s > SHARE:
-        lines += _saves(p, classic)
+        lines += _saves(p, words)
     online = [log for log in loggers if log.online]
     if online:
-        lines += _loggers(online, classic)
+        lines += _loggers(online, words)
     if not lines:
         return []
     return ["### Per-epoch overheads outside the training step", "", *lines]
@@ -71,23 +72,18 @@ def _measured(p: Projection, loggers: list[LoggerIntegration]) -> str:
     )
 
 
-def _validation(p: Projection, classic: bool) -> list[str]:
+def _validation(p: Projection, words: Words) -> list[str]:
     val = p.val_s or 0.0
     share = val / p.epoch_s
     lines = [
         f"Validation is {100 * share:.0f}% of each epoch ({val:.1f} s of {p.epoch_s:.1f} s) and "
-        f"{_minutes(p.epochs * val)} of the projected {p.epochs}-epoch run."
+        f"{_minutes(p.epochs * val)} of the projected {p.epochs}-epoch run.",
+        "- " + words.noval.format(saves=_minutes(p.epochs * val * (1 - 1 / p.epochs))),
     ]
-    only_last = p.epochs * val * (1 - 1 / p.epochs)
-    if classic:
-        return lines + [
-            f"- `--noval`: train.py validates only after the final epoch: saves about {_minutes(only_last)}. "
-            "Early stopping and best.pt then go by the final epoch only.",
-            "",
-        ]
+    if not words.python_form:  # no callbacks: validating every k epochs is not the user's to set
+        return lines + [""]
     k = interval(p)
     lines += [
-        f"- `val=False`: the trainer validates only after the final epoch: saves about {_minutes(only_last)}.",
         f"- Or validate every {k} epochs (Python form; saves about {_minutes(p.epochs * val * (1 - 1 / k))} = "
         f"{p.epochs} epochs x {val:.1f} s x (1 - 1/{k})):",
         "",
@@ -102,27 +98,19 @@ def _validation(p: Projection, classic: bool) -> list[str]:
     return lines
 
 
-def _saves(p: Projection, classic: bool) -> list[str]:
+def _saves(p: Projection, words: Words) -> list[str]:
     save = p.save_s or 0.0
     lines = [
         f"Checkpoint saves are {100 * save / p.epoch_s:.0f}% of each epoch ({save:.2f} s, last.pt and best.pt: "
         f"an upper bound) and {_minutes(p.epochs * save)} of the projected run."
     ]
-    only_last = _minutes(p.epochs * save * (1 - 1 / p.epochs))
-    if classic:
-        how = f"- For exploration runs, `--nosave` (only the final checkpoint): saves about {only_last}; no resume from a crash."
-    else:
-        how = (
-            f"- For exploration runs, `save=False` (the final epoch is still saved): saves about {only_last}; no resume "
-            "from a crash. Keep `save_period=-1` (the default): a positive one writes one more file every that many epochs."
-        )
-    return lines + [how, ""]
+    return lines + [words.nosave.format(saves=_minutes(p.epochs * save * (1 - 1 / p.epochs))), ""]
 
 
-def _loggers(online: list[LoggerIntegration], classic: bool) -> list[str]:
+def _loggers(online: list[LoggerIntegration], words: Words) -> list[str]:
     lines = [
         "Online loggers on this machine: they send over the network during training and can stall it on a slow "
         "network (speedopt's trials ran without them, so the projection does not include them):",
     ]
-    lines += [f"- {log.name} ({log.source}): turn it off with {log.how_off(classic)}." for log in online]
+    lines += [f"- {log.name} ({log.source}): turn it off with {log.how_off(words)}." for log in online]
     return lines + [""]

@@ -59,14 +59,15 @@ class Recommendation:
         return self.trial.config if choice is None else replace(self.trial.config, compile=choice)
 
     @property
-    def classic(self) -> bool:
-        """The study's engine speaks the classic ``python train.py`` dialect (its engine says so)."""
-        return engines.engine_class(self.protocol.engine).dialect == "train.py"
+    def words(self) -> engines.Words:
+        """What the user types to the study's trainer: its dialect's words (its engine says which)."""
+        return engines.words(self.protocol.engine)
 
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
-        form = command.train_py if self.classic else command.yolo_train
-        return form(self.data, self.knobs, device=device or self.device, epochs=epochs, weights=self.weights)
+        return command.train_command(
+            self.words.dialect, self.data, self.knobs, device=device or self.device, epochs=epochs, weights=self.weights
+        )
 
     @property
     def weights(self) -> str | None:
@@ -86,17 +87,15 @@ class Recommendation:
 
     def python(self, epochs: int | None = None) -> str:
         """The ``YOLO(...).train(...)`` call (Ultralytics studies only)."""
-        if self.classic:
-            raise UsageError("the classic yolov5 engine has no Python form; use --format cli (python train.py ...)")
+        if not self.words.python_form:
+            raise UsageError(f"the {self.protocol.engine} engine has no Python form; use --format cli ({self.words.entry} ...)")
         return command.python_train(self.data, self.knobs, device=self.device, epochs=epochs, weights=self.weights)
 
     def where(self) -> str:
         """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
-        if not self.classic:
+        if self.words.checkout_or is None:
             return ""
-        return f"in {self.protocol.yolov5_dir}" if self.protocol.yolov5_dir else (
-            "in a clone of ultralytics/yolov5, or python -m yolov5.train with the same flags"
-        )
+        return f"in {self.protocol.yolov5_dir or self.words.checkout_or}"
 
     @property
     def stand_in(self) -> str | None:

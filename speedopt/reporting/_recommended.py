@@ -21,11 +21,10 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += [f"Trial {rec.trial.number}: {rec.verdict}.", ""]
     if rec.stand_in:
         lines += [rec.stand_in + ".", ""]
-    elif rec.classic:
-        where = rec.protocol.yolov5_dir or "a clone of ultralytics/yolov5 (or python -m yolov5.train)"
-        lines += [f"In {where}:", "", "```bash", rec.command(epochs), "```", ""]
     else:
-        lines += ["```bash", rec.command(epochs), "```", "", "```python", rec.python(epochs), "```", ""]
+        where = rec.protocol.yolov5_dir or rec.words.checkout
+        lines += ([f"In {where}:", ""] if where else []) + ["```bash", rec.command(epochs), "```", ""]
+        lines += ["```python", rec.python(epochs), "```", ""] if rec.words.python_form else []
     problems = rec.problems()
     lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])
     lines += gives_up(rec.protocol.baseline, rec.knobs)
@@ -56,7 +55,7 @@ def honoured_section(p: StudyProtocol) -> list[str]:
     """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
     engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
     fixed, accepted, rules = engine.fixed_knobs(p.device), engine.accepted(p.device), engine.silent_rules()
-    entry = "python train.py" if engine.dialect == "train.py" else "yolo detect train"
+    entry = engines.words(p.engine).entry
     lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
              "| knob | honoured | what the real run does |", "|---|---|---|"]
     for knob in KNOB_NAMES:

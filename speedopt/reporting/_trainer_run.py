@@ -158,7 +158,13 @@ def subset_yaml(data: str, count: int, folder: Path) -> tuple[Path, int]:
 
 
 def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path) -> Launch:
-    """The recommended command with epochs, a private run folder and (``fraction``) a leading subset."""
+    """The recommended command with epochs, a private run folder and (``fraction``) a leading subset, as the
+    study's trainer's dialect runs it."""
+    return _LAUNCHES[rec.words.dialect](rec, epochs, fraction, work)
+
+
+def _yolo_launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path) -> Launch:
+    """``yolo detect train ...``, with the full run's mosaic and optimizer where a short run would change them."""
     from speedopt.data import load, write_trainer_yaml
 
     runs = work / "runs"
@@ -166,51 +172,63 @@ def launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path)
     total = len(dataset.train_images)
     count = leading_count(total, fraction)
     words = shlex.split(rec.command(epochs))
-    shown = rec.command(epochs)
     notes: list[str] = []
-    if not rec.classic:
-        yolo = Path(sys.executable).parent / "yolo"
-        if not yolo.is_file():
-            raise UsageError(f"no `yolo` executable beside {sys.executable}; install ultralytics in this environment")
-        added = [f"fraction={fraction!r}"] if fraction is not None else []
-        full_epochs = rec.protocol.epochs
-        if full_epochs > CLOSE_MOSAIC and epochs <= full_epochs:
-            added.append("close_mosaic=0")
-            notes.append(
-                f"close_mosaic=0: the full run ({full_epochs} epochs) trains its first {full_epochs - CLOSE_MOSAIC} with mosaic, "
-                f"as the trials measured; a {epochs}-epoch run would turn mosaic off from epoch {max(1, epochs - CLOSE_MOSAIC + 1)}"
-            )
-        engine, classes = engines.get(rec.protocol.engine), len(dataset.names)
-        optimizer = rec.trial.result.optimizer_args or engine.optimizer_args(total, rec.knobs.batch, full_epochs, classes)
-        own = engine.optimizer_args(count, rec.knobs.batch, epochs, classes)  # what this short run would resolve
-        if optimizer and optimizer != own and not any(w.startswith("optimizer=") for w in words):
-            added += list(optimizer)
-            notes.append(
-                f"{' '.join(optimizer)}: what optimizer=auto gives the full run ({full_epochs} epochs of {total} images), "
-                f"as the trials trained; this {epochs}-epoch run would resolve {' '.join(own) or 'another'}"
-            )
-        shown = shlex.join([*shlex.split(shown), *added])
-        argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
-        # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is
-        # resolved here, as in the user's working directory (see speedopt.data.write_trainer_yaml).
-        resolved = f"data={write_trainer_yaml(rec.data, work)}"
-        argv = [resolved if word.startswith("data=") else word for word in argv]
-    else:
-        script = words.index("train.py")
-        entry = [str(Path(rec.protocol.yolov5_dir) / "train.py")] if rec.protocol.yolov5_dir else ["-m", "yolov5.train"]
-        argv = [sys.executable, *words[1:script], *entry, *words[script + 1 :]]
-        if fraction is not None:
-            subset, count = subset_yaml(rec.data, count, work)
-            argv[argv.index("--data") + 1] = str(subset)
-            notes.append(f"--fraction {fraction:g}: --data was a copy of the data yaml whose train entry lists the first {count} of {total} train images")
-        else:
-            argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.data, work))  # resolved, as above
-        argv += ["--project", str(runs), "--name", RUN_NAME, "--exist-ok"]
-        if rec.protocol.yolov5_dir:
-            notes.append(f"ran {Path(rec.protocol.yolov5_dir) / 'train.py'} (the checkout the command runs in) from a temporary folder")
-        else:
-            notes.append("ran as python -m yolov5.train (the yolov5 package) with the printed flags")
+    yolo = Path(sys.executable).parent / "yolo"
+    if not yolo.is_file():
+        raise UsageError(f"no `yolo` executable beside {sys.executable}; install ultralytics in this environment")
+    added = [f"fraction={fraction!r}"] if fraction is not None else []
+    full_epochs = rec.protocol.epochs
+    if full_epochs > CLOSE_MOSAIC and epochs <= full_epochs:
+        added.append("close_mosaic=0")
+        notes.append(
+            f"close_mosaic=0: the full run ({full_epochs} epochs) trains its first {full_epochs - CLOSE_MOSAIC} with mosaic, "
+            f"as the trials measured; a {epochs}-epoch run would turn mosaic off from epoch {max(1, epochs - CLOSE_MOSAIC + 1)}"
+        )
+    engine, classes = engines.get(rec.protocol.engine), len(dataset.names)
+    optimizer = rec.trial.result.optimizer_args or engine.optimizer_args(total, rec.knobs.batch, full_epochs, classes)
+    own = engine.optimizer_args(count, rec.knobs.batch, epochs, classes)  # what this short run would resolve
+    if optimizer and optimizer != own and not any(w.startswith("optimizer=") for w in words):
+        added += list(optimizer)
+        notes.append(
+            f"{' '.join(optimizer)}: what optimizer=auto gives the full run ({full_epochs} epochs of {total} images), "
+            f"as the trials trained; this {epochs}-epoch run would resolve {' '.join(own) or 'another'}"
+        )
+    shown = shlex.join([*words, *added])
+    argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
+    # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is
+    # resolved here, as in the user's working directory (see speedopt.data.write_trainer_yaml).
+    resolved = f"data={write_trainer_yaml(rec.data, work)}"
+    argv = [resolved if word.startswith("data=") else word for word in argv]
     return Launch(argv, shown, runs / RUN_NAME / "results.csv", count, tuple(notes))
+
+
+def _train_py_launch(rec: Recommendation, epochs: int, fraction: float | None, work: Path) -> Launch:
+    """``python train.py ...`` from the study's checkout (or ``-m yolov5.train``), a subset yaml for ``fraction``."""
+    from speedopt.data import load, write_trainer_yaml
+
+    runs = work / "runs"
+    total = len(load(rec.data).train_images)
+    count = leading_count(total, fraction)
+    words = shlex.split(rec.command(epochs))
+    notes: list[str] = []
+    script = words.index("train.py")
+    entry = [str(Path(rec.protocol.yolov5_dir) / "train.py")] if rec.protocol.yolov5_dir else ["-m", "yolov5.train"]
+    argv = [sys.executable, *words[1:script], *entry, *words[script + 1 :]]
+    if fraction is not None:
+        subset, count = subset_yaml(rec.data, count, work)
+        argv[argv.index("--data") + 1] = str(subset)
+        notes.append(f"--fraction {fraction:g}: --data was a copy of the data yaml whose train entry lists the first {count} of {total} train images")
+    else:
+        argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.data, work))  # resolved, as in _yolo_launch
+    argv += ["--project", str(runs), "--name", RUN_NAME, "--exist-ok"]
+    if rec.protocol.yolov5_dir:
+        notes.append(f"ran {Path(rec.protocol.yolov5_dir) / 'train.py'} (the checkout the command runs in) from a temporary folder")
+    else:
+        notes.append("ran as python -m yolov5.train (the yolov5 package) with the printed flags")
+    return Launch(argv, rec.command(epochs), runs / RUN_NAME / "results.csv", count, tuple(notes))
+
+
+_LAUNCHES = {"yolo": _yolo_launch, "train.py": _train_py_launch}
 
 
 def _pump(stream: IO[bytes], log: IO[bytes], marks: dict[str, float]) -> None:

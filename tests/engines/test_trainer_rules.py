@@ -19,6 +19,7 @@ from speedopt import engines
 PACKAGE = Path(speedopt.__file__).parent
 ENGINES = PACKAGE / "engines"
 ENGINE_NAMES = frozenset(get_args(engines.EngineName))
+DIALECTS = frozenset(get_args(engines.Dialect))
 
 
 def _module_name(path: Path) -> str:
@@ -75,8 +76,8 @@ def test_engines_import_nothing_from_the_command_module_nor_from_any_module_abov
     assert not any(t == "speedopt.command" for m, imports in graph.items() if _inside(m) for t in imports)
 
 
-def _names_compared(tree: ast.AST) -> list[tuple[int, str]]:
-    """``(line, name)`` of each engine name a comparison (``==``, ``!=``, ``in``, ``not in``; also in a tuple,
+def _names_compared(tree: ast.AST, names: frozenset[str] = ENGINE_NAMES) -> list[tuple[int, str]]:
+    """``(line, name)`` of each engine name (or other of ``names``) a comparison (``==``, ``!=``, ``in``, ``not in``; also in a tuple,
     list or set operand) or a ``case`` pattern holds as a string literal."""
 
     def literals(node: ast.AST) -> list[str]:
@@ -94,7 +95,7 @@ def _names_compared(tree: ast.AST) -> list[tuple[int, str]]:
             operands = [node.value]
         else:
             continue
-        found += [(node.lineno, text) for operand in operands for text in literals(operand) if text in ENGINE_NAMES]
+        found += [(node.lineno, text) for operand in operands for text in literals(operand) if text in names]
     return found
 
 
@@ -115,6 +116,30 @@ def test_no_module_outside_engines_compares_with_an_engines_name():
         for line, name in _names_compared(ast.parse(path.read_text()))
     ]
     assert found == []
+
+
+def test_no_module_outside_engines_compares_a_value_with_a_dialect():
+    """Issue 55: reporting and the doctor read a dialect's words (engines.words), never test which dialect it is.
+    command.py is left out: it spells the commands and reads them back, word by word ("yolo", "train.py")."""
+    assert _names_compared(ast.parse('if engine.dialect == "train.py": pass'), DIALECTS) == [(1, "train.py")]
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {name!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not path.is_relative_to(ENGINES) and path != PACKAGE / "command.py"
+        for line, name in _names_compared(ast.parse(path.read_text()), DIALECTS)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_NAMES))
+def test_each_engine_has_the_words_of_its_dialect(name):
+    words = engines.words(name)
+    assert words.dialect == engines.engine_class(name).dialect
+    assert "{saves}" in words.noval and "{saves}" in words.nosave  # the advice says what it saves
+    assert "comet_ml" in words.logger_off.format(name="comet", package="comet_ml") or "comet=" in words.logger_off.format(
+        name="comet", package="comet_ml"
+    )
+    assert (words.checkout is None) == (words.checkout_or is None)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from speedopt.engines._words import TRAIN_PY, YOLO
 from speedopt.reporting import _loggers
 from speedopt.reporting._loggers import logger_integrations
 
@@ -34,7 +35,7 @@ def test_wandb_switched_on_in_the_settings_is_found_and_online(settings):
     assert _names(found) == {"wandb"}
     (wandb,) = found
     assert wandb.online and "settings.json" in wandb.source
-    assert wandb.how_off(classic=False) == "`yolo settings wandb=False` or `WANDB_MODE=offline`"
+    assert wandb.how_off(YOLO) == "`yolo settings wandb=False` or `WANDB_MODE=offline`"
 
 
 def test_wandb_switched_off_in_the_settings_is_not_found(settings):
@@ -69,7 +70,7 @@ def test_classic_loads_each_installed_logger_and_tensorboard_always(settings, mo
     found = logger_integrations("yolov5")
     assert _names(found) == {"comet", "tensorboard"}
     comet = found[0]
-    assert comet.online and comet.how_off(classic=True).startswith("`pip uninstall comet_ml`")
+    assert comet.online and comet.how_off(TRAIN_PY).startswith("`pip uninstall comet_ml`")
 
 
 def test_reading_settings_never_imports_ultralytics_nor_creates_the_file(tmp_path):

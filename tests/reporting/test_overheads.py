@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from speedopt.engines._words import TRAIN_PY, YOLO
 from speedopt.reporting import Projection
 from speedopt.reporting._loggers import LoggerIntegration
 from speedopt.reporting._overheads import CALLBACK, interval, overhead_advice
@@ -20,7 +21,7 @@ def _projection(train_s: float, val_s: float | None, save_s: float | None = None
 
 def test_validation_above_a_tenth_of_an_epoch_is_advised_with_the_saving():
     # 20 s validation in a 100 s epoch: 20%; every k epochs with k = 3 brings it to 6.25 s of 86.7 s (7%).
-    text = "\n".join(overhead_advice(_projection(80.0, 20.0), classic=False, loggers=[]))
+    text = "\n".join(overhead_advice(_projection(80.0, 20.0), words=YOLO, loggers=[]))
     assert "Validation is 20% of each epoch" in text
     assert "`val=False`" in text and "33.0 min" in text  # 100 x 20 s x (1 - 1/100)
     assert "validate every 3 epochs" in text and "22.2 min" in text  # 100 x 20 s x (1 - 1/3)
@@ -28,7 +29,7 @@ def test_validation_above_a_tenth_of_an_epoch_is_advised_with_the_saving():
 
 
 def _advice(p: Projection, **kw) -> str:
-    return "\n".join(overhead_advice(p, classic=kw.get("classic", False), loggers=kw.get("loggers", [])))
+    return "\n".join(overhead_advice(p, words=TRAIN_PY if kw.get("classic") else YOLO, loggers=kw.get("loggers", [])))
 
 
 def test_validation_below_a_tenth_is_measured_but_not_advised():
@@ -36,25 +37,25 @@ def test_validation_below_a_tenth_is_measured_but_not_advised():
     assert "validation 9.00 s (8.7%)" in text and "training 95.00 s" in text and "checkpoint saves not timed" in text
     assert "`val=False`" not in text and "every" not in text.split("advice follows")[1]
     assert "validation not timed" in _advice(_projection(95.0, None))
-    assert overhead_advice(None, classic=False, loggers=[]) == []
+    assert overhead_advice(None, words=YOLO, loggers=[]) == []
 
 
 def test_classic_validation_advice_is_noval():
-    text = "\n".join(overhead_advice(_projection(50.0, 50.0), classic=True, loggers=[]))
+    text = "\n".join(overhead_advice(_projection(50.0, 50.0), words=TRAIN_PY, loggers=[]))
     assert "`--noval`" in text and "on_train_epoch_end" not in text
 
 
 def test_slow_saves_are_advised_in_the_trainers_own_terms():
     p = _projection(10.0, 0.5, save_s=2.0, epochs=10)  # 2 s of 12.5 s: 16%
-    assert "`save=False`" in "\n".join(overhead_advice(p, classic=False, loggers=[]))
-    assert "`--nosave`" in "\n".join(overhead_advice(p, classic=True, loggers=[]))
+    assert "`save=False`" in "\n".join(overhead_advice(p, words=YOLO, loggers=[]))
+    assert "`--nosave`" in "\n".join(overhead_advice(p, words=TRAIN_PY, loggers=[]))
     assert "`save=False`" not in _advice(_projection(10.0, 0.5, save_s=0.1))
 
 
 def test_online_loggers_are_warned_about_and_local_ones_are_not():
     wandb = LoggerIntegration("wandb", "wandb", True, "on in settings.json")
     board = LoggerIntegration("tensorboard", "tensorboard", False, "on in settings.json")
-    text = "\n".join(overhead_advice(_projection(95.0, 1.0), classic=False, loggers=[wandb, board]))
+    text = "\n".join(overhead_advice(_projection(95.0, 1.0), words=YOLO, loggers=[wandb, board]))
     assert "stall" in text and "`yolo settings wandb=False` or `WANDB_MODE=offline`" in text
     assert "Logger integrations on for this trainer here: wandb (online; on in settings.json), tensorboard (local;" in text
     local = _advice(_projection(95.0, 1.0), loggers=[board])
