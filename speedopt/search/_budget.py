@@ -1,7 +1,8 @@
 """The budget: no trial past the study's target, shared by every worker, and none started after the run's timeout.
 
-- :func:`max_trials`, :func:`full`, :func:`spent`: a trial pruned part-way counts (it ran the trainer), a config skipped
-  before it ran does not; the run's ``--timeout`` goes to ``Study.optimize`` beside them;
+- :class:`Target` (a :class:`~speedopt.search._stop_rule.StopRule`), :func:`full`, :func:`spent`: a trial pruned
+  part-way counts (it ran the trainer), a config skipped before it ran does not; the run's ``--timeout`` bounds the
+  trials loop beside them;
 - :func:`guarded`, the full-study prune: a worker that lost the race for the last slot measures nothing;
 - what every other rule compares against (:func:`best_feasible`, :func:`baseline_speed`) and how a rule stops the
   study (:func:`stop_study`: why is kept for the report).
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from speedopt.search._stop_rule import StopRule
 from speedopt.study import best_trial, records, schema
 from speedopt.study.record_types import measured_pruned
 
@@ -58,19 +60,23 @@ def full(study: optuna.Study, target: int) -> bool:
     done, running = spent(study), sum(t.state == TrialState.RUNNING for t in trials)
     return done >= target or (done + running >= target and all(t.state != TrialState.WAITING for t in trials))
 
-def max_trials(target: int) -> Callable[[optuna.Study, FrozenTrial], None]:
+class Target(StopRule):
     """Saves trials past the target: the loop stops starting trials once spent and running ones reach it (as
     Optuna's MaxTrialsCallback, counting a trial pruned part-way: ``--trials 6`` runs the trainer at most 6
-    times; the run's ``--timeout`` goes to ``Study.optimize`` beside it)."""
+    times; the run's ``--timeout`` bounds the loop beside it)."""
 
-    from optuna.trial import TrialState
+    kept = False
 
-    def check(study: optuna.Study, trial: FrozenTrial) -> None:
+    def __init__(self, target: int) -> None:
+        self.target = target
+
+    def why(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
+        from optuna.trial import TrialState
+
         trials = study.get_trials(deepcopy=False)
-        if sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in trials) >= target:
-            study.stop()
-
-    return check
+        if sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in trials) >= self.target:
+            return f"the study has its {self.target} trials run or running"
+        return None
 
 def guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable[[optuna.Trial], float]:
     """Saves a measurement nobody asked for: prune a trial that would exceed the target (another worker took

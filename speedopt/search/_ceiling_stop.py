@@ -1,5 +1,5 @@
 """Stop at the ceiling (``--stop-at-ceiling``): the search stops once its best config is near what this machine could
-do at all with the knobs it varies (:func:`stop_at_ceiling`, :func:`reached`, :func:`space_reached`)."""
+do at all with the knobs it varies (:class:`CeilingStop`, :func:`reached`, :func:`space_reached`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 from speedopt.knobs import Knobs, knob_names
 from speedopt.measure import Ceiling, Ceilings
 from speedopt.search import _rank as rank_mod
-from speedopt.search._budget import spent, stop_study
+from speedopt.search._budget import spent
 from speedopt.search._headroom import headroom_of
 from speedopt.search._plan import SearchPlan
 from speedopt.search._skip import beaten, stored_ceilings
+from speedopt.search._stop_rule import StopRule
 from speedopt.search._view import View
 from speedopt.study import TrialRecord, best_trial, records, schema
 from speedopt.study.record_types import Ranking
@@ -105,50 +106,48 @@ def _own_bound(
     found = ceilings_of(best.config)
     return None if found is None else rank_mod.bound(found, best.config.workers)
 
-def stop_at_ceiling(
-    plan: SearchPlan, view: View, ceilings_of: Callable[[Knobs], Ceilings | None]
-) -> Callable[[optuna.Study, FrozenTrial], None]:
-    """Saves the trials after the best is as fast as this machine allows (``--stop-at-ceiling``): an Optuna
-    callback (after each trial is stored) that, when the trial just finished is the best feasible one, stops
-    the study once it reaches the share of the highest bound in the space (every config bounded by its ceilings),
-    or of min(its own ceilings, found or measured now by ``ceilings_of``) where no knob the search varies moves them.
-    Never once any trial beat its ceilings (:func:`beaten`); and ceilings are measured only while the trials left
-    outnumber the ceiling jobs missing (else stopping saves no more than they cost)."""
-    said: set[str] = set()
+class CeilingStop(StopRule):
+    """Saves the trials after the best is as fast as this machine allows (``--stop-at-ceiling``): after the trial
+    that is the best feasible one, the study stops once it reaches the share of the highest bound in the space (every
+    config bounded by its ceilings), or of min(its own ceilings, found or measured now by ``ceilings_of``) where no
+    knob the search varies moves them. Never once any trial beat its ceilings (:func:`beaten`); and ceilings are
+    measured only while the trials left outnumber the ceiling jobs missing (else stopping saves no more than they
+    cost). Asked in the trials loop, so measuring them is a job of the loop's, not of an Optuna callback's."""
 
-    def check(study: optuna.Study, trial: FrozenTrial) -> None:
+    def __init__(self, plan: SearchPlan, view: View, ceilings_of: Callable[[Knobs], Ceilings | None]) -> None:
+        self.plan, self.view, self.ceilings_of = plan, view, ceilings_of
+        self.said: set[str] = set()
+
+    def why(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
+        plan, view = self.plan, self.view
         best = best_trial(records(study))
         sampled = set(plan.protocol.space.sampled())
         if not plan.protocol.stop_at_ceiling or best is None or best.number != trial.number:
-            return
+            return None
         if any(t.user_attrs.get(schema.ROLE) == "prepared" and not t.state.is_finished() for t in study.get_trials(deepcopy=False)):
-            return  # the lever the search prepared a copy for is measured before any stop
+            return None  # the lever the search prepared a copy for is measured before any stop
         ci = best.result.ci_rel
         fault = beaten(study)
         if fault is not None:  # a ceiling some trial beat: no stop on any ceiling of this study
-            if fault not in said:
+            if fault not in self.said:
                 view.note(fault)
-                said.add(fault)
-            return
+                self.said.add(fault)
+            return None
         ranking = schema.read_ranking(study)
-        own = _own_bound(plan, study, best, ranking, ceilings_of)
+        own = _own_bound(plan, study, best, ranking, self.ceilings_of)
         why = space_reached(best.images_per_s or 0.0, ranking, plan.protocol.stop_at_ceiling, ci, own)
         if why:  # every config of the space is bounded, and none could beat this one by more than the share
-            stop_study(study, _with_headroom(why, plan, best, stored_ceilings(schema.read_ceilings(study), best.config)))
-            return
+            return _with_headroom(why, plan, best, stored_ceilings(schema.read_ceilings(study), best.config))
         fault = space_fault(best.images_per_s or 0.0, ranking, ci)
         if fault:
             view.note(fault)
         if (sampled & _acting_on("data") and sampled & _acting_on("compute")) or "gpus" in sampled:
-            return  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
+            return None  # either ceiling may rise with a knob the search varies (ceilings are one GPU's): never stop here
         if _too_late(plan, study, best.config):
-            return  # measuring them costs as many jobs as stopping could save: their answer changes nothing
+            return None  # measuring them costs as many jobs as stopping could save: their answer changes nothing
         view.note(f"trial {trial.number} is the best so far: its data and compute ceilings (found, or measured now: --stop-at-ceiling)")
-        found = ceilings_of(best.config)
+        found = self.ceilings_of(best.config)
         why = None if found is None else reached(best.images_per_s or 0.0, found, plan.protocol.stop_at_ceiling, sampled, ci)
         if found is not None:
             view.note("; ".join(found.lines(best.images_per_s, ci)))
-        if why:
-            stop_study(study, _with_headroom(why, plan, best, found))
-
-    return check
+        return _with_headroom(why, plan, best, found) if why else None

@@ -46,7 +46,7 @@ def run(plan: SearchPlan, view: View | None = None, runner: Runner | None = None
 
     Several processes may share one study: a trial that would exceed the target because another
     worker took the last slot is pruned before it measures, and each process stops starting trials
-    once spent and running trials reach the target (:func:`~speedopt.search._budget.max_trials`) or ``plan.timeout_s``
+    once spent and running trials reach the target (:class:`~speedopt.search._budget.Target`) or ``plan.timeout_s``
     passes. It then waits for the other workers' running trials: one whose worker died is failed once
     its heartbeat is stale and retried here, so no process leaves the study short while a trial can
     still be recovered. Ctrl-C fails the running trial and re-enqueues it for the next run.

@@ -1,13 +1,14 @@
-"""The trials stage: Optuna's own loop (``Study.optimize`` with ``timeout`` and a
-:class:`~optuna.study.MaxTrialsCallback`) runs trials (:mod:`speedopt.search._objective`) until the study holds its
-target or a stop rule says so (:mod:`speedopt.search._budget`, :mod:`~speedopt.search._skip`,
-:mod:`~speedopt.search._prune`, :mod:`~speedopt.search._ceiling_stop`), then waits out other workers' trials that may still be
-retried. Every process of the study runs it, workers too."""
+"""The trials stage: ``Study.optimize`` runs one trial at a time (:mod:`speedopt.search._objective`; skips and prunes
+inside it, :mod:`~speedopt.search._skip`, :mod:`~speedopt.search._prune`) and the loop asks the stop rules
+(:mod:`speedopt.search._stop_rule`: the budget's :class:`~speedopt.search._budget.Target`, the
+:class:`~speedopt.search._ceiling_stop.CeilingStop`) after each, until the study holds its target or a rule says why
+it stops; then it waits out other workers' trials that may still be retried. Every process of the study runs it,
+workers too."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from speedopt.defaults import GRACE_S, HEARTBEAT_S
@@ -15,12 +16,13 @@ from speedopt.isolation import wait_until
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings
 from speedopt.search import _ceilings as ceilings_mod
-from speedopt.search._budget import full, guarded, max_trials, spent
-from speedopt.search._ceiling_stop import stop_at_ceiling
+from speedopt.search._budget import Target, full, guarded, spent
+from speedopt.search._ceiling_stop import CeilingStop
 from speedopt.search._claim import Claim
 from speedopt.search._objective import objective
 from speedopt.search._recovery import awaited, recover_stale
 from speedopt.search._stage import SearchContext, Stage
+from speedopt.search._stop_rule import StopRule
 from speedopt.study import schema
 from speedopt.study.notes import write_note
 
@@ -43,21 +45,38 @@ class TrialsStage(Stage):
                 with clock.stage("ceilings"):
                     return ceilings_mod.ceilings_of(plan, ctx.study, knobs, ctx.view, ctx.inputs)
 
-            stop = stop_at_ceiling(plan, ctx.view, ceilings_of)
-
-            def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
-                write_note(study, trial)  # the trial's one-screen summary in the dashboard
-                stop(study, trial)
-
-            _fill(ctx, one_trial, after_trial)
+            _fill(ctx, one_trial, (Target(plan.protocol.trials), CeilingStop(plan, ctx.view, ceilings_of)))
 
 
-def _fill(
-    ctx: SearchContext, one_trial: Callable[[optuna.Trial], float],
-    after_trial: Callable[[optuna.Study, FrozenTrial], None] = lambda study, trial: None,
+def _until_a_rule_stops(
+    study: optuna.Study, one_trial: Callable[[optuna.Trial], float], rules: Sequence[StopRule], deadline: float | None
 ) -> None:
-    """Run trials until the study holds its target, waiting out other workers' trials that may still be retried;
-    ``after_trial`` runs after each trial is stored (an Optuna callback)."""
+    """Run trials one at a time until a rule says why the study stops, one stored the study's stop, or the deadline
+    passes. Every rule is asked after each trial this process ran, here and not in an Optuna callback (which only
+    hands the trial over), so a rule may run jobs (the ceiling stop measures ceilings)."""
+    ran: list[FrozenTrial] = []
+
+    def hand_over(_: optuna.Study, trial: FrozenTrial) -> None:
+        ran.append(trial)
+
+    while deadline is None or deadline > time.monotonic():
+        ran.clear()
+        left = None if deadline is None else deadline - time.monotonic()
+        study.optimize(one_trial, n_trials=1, timeout=left, callbacks=[hand_over], gc_after_trial=False)
+        if not ran:
+            return
+        write_note(study, ran[0])  # the trial's one-screen summary in the dashboard
+        said = [(rule, rule.why(study, ran[0])) for rule in rules]
+        for rule, why in said:
+            if why and rule.kept:
+                schema.write_stopped(study, why)
+        if any(why for _, why in said) or schema.read_stopped(study):
+            return
+
+
+def _fill(ctx: SearchContext, one_trial: Callable[[optuna.Trial], float], rules: Sequence[StopRule]) -> None:
+    """Run trials until the study holds its target (or a stop rule of ``rules`` says why not), waiting out other
+    workers' trials that may still be retried."""
     study, storage, plan, view = ctx.study, ctx.storage, ctx.plan, ctx.view
     target = plan.protocol.trials
     deadline = None if plan.timeout_s is None else time.monotonic() + plan.timeout_s
@@ -67,11 +86,10 @@ def _fill(
 
     def filled() -> bool:
         """Run trials while the study is short; True when nothing is left for this process to run or wait for."""
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
+        if deadline is not None and deadline <= time.monotonic():
             return True
         if not full(study, target):
-            study.optimize(one_trial, timeout=left, callbacks=[max_trials(target), after_trial], gc_after_trial=False)
+            _until_a_rule_stops(study, one_trial, rules, deadline)
         if spent(study) >= target or schema.read_stopped(study):
             return True
         if deadline is not None and time.monotonic() >= deadline:

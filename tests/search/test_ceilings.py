@@ -82,7 +82,7 @@ def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_th
 
     from speedopt.knobs import Knobs
     from speedopt.measure import TrialResult
-    from speedopt.search._ceiling_stop import stop_at_ceiling
+    from speedopt.search._ceiling_stop import CeilingStop
     from speedopt.study import Space
     from speedopt.study.record_types import Domain
 
@@ -94,6 +94,6 @@ def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_th
     space = Space({"cache": Domain(choices=("none", "ram"))})  # data knobs only: the compute ceiling may bind
     for trials, measured in ((2, False), (3, False), (4, True)):
         plan = SimpleNamespace(protocol=SimpleNamespace(stop_at_ceiling=0.95, space=space, trials=trials))
-        check = stop_at_ceiling(plan, SimpleNamespace(note=lambda line: None), lambda k: asked.append(k))  # type: ignore[arg-type]
-        check(study, study.get_trials()[0])
+        rule = CeilingStop(plan, SimpleNamespace(note=lambda line: None), lambda k: asked.append(k))  # type: ignore[arg-type]
+        rule.why(study, study.get_trials()[0])
         assert bool(asked) is measured, trials  # 1 trial spent: 1, 2 or 3 left against 2 missing ceiling jobs

@@ -154,7 +154,7 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
     from optuna.trial import TrialState
 
     from speedopt.measure import TrialResult
-    from speedopt.search._ceiling_stop import stop_at_ceiling
+    from speedopt.search._ceiling_stop import CeilingStop
     from speedopt.search._open import open_study, prepared_first
     from speedopt.status import Status
     from speedopt.study import open_storage, schema
@@ -179,17 +179,14 @@ def test_a_search_that_prepared_a_copy_measures_it_right_after_the_baseline_and_
         base.set_user_attr(k, v)
     study.tell(base, 30.0)
     schema.write_ranking(study, Ranking(2, 2, True, "", space_bound=30.5))
-    check = stop_at_ceiling(SimpleNamespace(protocol=dataclasses.replace(p.protocol, stop_at_ceiling=0.95)),
-                            SimpleNamespace(note=lambda line: None), lambda knobs: None)  # type: ignore[arg-type]
+    rule = CeilingStop(SimpleNamespace(protocol=dataclasses.replace(p.protocol, stop_at_ceiling=0.95)),  # type: ignore[arg-type]
+                       SimpleNamespace(note=lambda line: None), lambda knobs: None)  # type: ignore[arg-type]
     frozen = study.get_trials()[base.number]
-    study.stop = lambda: None  # outside Study.optimize: the stop is read from the study's attr
-    check(study, frozen)
-    assert schema.read_stopped(study) is None  # the prepared trial still waits
+    assert rule.why(study, frozen) is None  # the prepared trial still waits
     prepared = study.ask()  # Optuna hands out the enqueued trials in order: the prepared one is next
     assert prepared.user_attrs.get("role") == "prepared"
     study.tell(prepared, state=TrialState.FAIL)
-    check(study, frozen)
-    stopped = schema.read_stopped(study) or ""
+    stopped = rule.why(study, frozen) or ""
     assert "98% of the highest bound" in stopped
     # then what bounds it and what is left: no ceilings stored for the baseline; on a CPU no peak; quality off kept
     # the accuracy knobs on the compute side, and the CPU space leaves compile out

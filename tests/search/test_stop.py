@@ -138,7 +138,7 @@ def test_a_pruned_config_is_never_measured_again():
 
 def test_the_budget_counts_trials_pruned_part_way_and_not_configs_skipped_before_they_ran():
     """``--trials 6`` means 6 runs of the trainer: a trial pruned after reporting steps spent budget, a skip did not."""
-    from speedopt.search._budget import full, max_trials, spent
+    from speedopt.search._budget import Target, full, spent
     from speedopt.study import outcome
 
     study = _study_with_best(100.0)  # one complete trial
@@ -148,14 +148,11 @@ def test_the_budget_counts_trials_pruned_part_way_and_not_configs_skipped_before
                                               user_attrs={"duplicate_of": 0}))  # skipped: it never ran
     assert spent(study) == 2 and full(study, 2) and not full(study, 3)
     assert outcome(study).pruned == 1 and "1 pruned part-way" in outcome(study).counts_text()
-    stopped = []
-    study.stop = lambda: stopped.append(True)  # what Optuna's loop hears from the callback
-    max_trials(3)(study, study.get_trials()[-1])
-    assert not stopped
+    target = Target(3)  # what the trials loop asks after each trial
+    assert target.why(study, study.get_trials()[-1]) is None and not target.kept
     study.add_trial(optuna.trial.create_trial(state=TrialState.PRUNED, params={}, distributions={},
                                               intermediate_values={4: 10.0}))
-    max_trials(3)(study, study.get_trials()[-1])
-    assert stopped == [True]
+    assert target.why(study, study.get_trials()[-1]) == "the study has its 3 trials run or running"
 
 
 def test_repeated_proposals_queue_an_unmeasured_config_and_a_measured_space_stops():
