@@ -311,11 +311,11 @@ def _yolo_cache(value: Any) -> Any:
 
 
 def _yolo_compile(value: Any) -> Any:
-    return True if value == "default" else value
+    return False if value == COMPILE_OFF else True if value == "default" else value
 
 
 def _yolo_channels_last(value: Any) -> Any:
-    return value == "on"
+    return None if value == "default" else value == "on"  # None: the trainer's own choice
 
 
 def _same(value: Any) -> Any:
@@ -409,12 +409,14 @@ def parse_value(knob_name: str, value: Any) -> Any:
     return knob(knob_name).parse(value)
 
 
-def yolo_args(knobs: Knobs) -> dict[str, Any]:
-    """The knobs as Ultralytics keyword arguments, in knob order, less the model (its argument is the engine's
-    to write) and the newer keys left at their default (so an older trainer reads the command)."""
+def yolo_args(knobs: Knobs, newer: Literal["where set", "all", "none"] = "where set") -> dict[str, Any]:
+    """The knobs as Ultralytics keyword arguments, in knob order, less the model (its argument is the engine's to
+    write). ``newer``: which of the newer keys (:attr:`Knob.newer`) are written: those not at their default (a
+    printed command, so an older trainer reads it), all (a trial tells the installed trainer every knob) or none (a
+    quality probe, whose model is the accuracy signature's)."""
     values = knobs.to_dict()
     return {
         k.yolo: k.yolo_value(values[k.name])
         for k in KNOBS.values()
-        if k.yolo and k.name != "model" and not (k.newer and values[k.name] == k.default)
+        if k.yolo and k.name != "model" and (not k.newer or newer == "all" or (newer == "where set" and values[k.name] != k.default))
     }

@@ -69,7 +69,7 @@ from speedopt.engines._ultralytics_cfg import close_mosaic, compile_modes, minia
 from speedopt.engines._ultralytics_labels import patch_labels
 from speedopt.engines._ultralytics_optim import resolve, run_iterations, run_optimizer, steady_cadence, warmup_steps
 from speedopt.engines._ultralytics_settings import apply_settings, settings_env
-from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision
+from speedopt.knobs import COMPILE_OFF, MODEL_SCALES, ChannelsLast, Knobs, Precision, yolo_args
 from speedopt.status import Status, TrialFinished, TrialRejected
 
 CPU_WORKERS_REASON = (
@@ -374,15 +374,7 @@ def _train_overrides(run: TrainRun) -> dict[str, Any]:
     return {
         "model": model_argument(knobs.model),
         "data": _trainer_data(run.data_yaml, run.workdir),
-        "imgsz": knobs.imgsz,
-        "batch": knobs.batch,
-        "workers": knobs.workers,
-        "cache": False if knobs.cache == "none" else knobs.cache,
-        "amp": knobs.amp,
-        "compile": False if knobs.compile == COMPILE_OFF else knobs.compile,
-        "channels_last": None if knobs.channels_last == "default" else knobs.channels_last == "on",
-        "deterministic": knobs.deterministic,
-        "freeze": knobs.freeze or None,
+        **yolo_args(knobs, newer="all"),  # the registry's keys and values, as the printed command spells them
         "device": run.device,
         "epochs": run.epochs,
         "optimizer": run.optimizer,  # auto: resolved for the full run (engines._ultralytics_optim.run_optimizer)
@@ -409,13 +401,8 @@ def _probe_trainer(run: ProbeRun, on_epoch_end: Callable[[Any], None]) -> Any:
         "model": model_argument(knobs.model),
         "pretrained": run.weights or False,
         "data": _trainer_data(run.data_yaml, run.workdir),
-        "imgsz": knobs.imgsz,
-        "batch": knobs.batch,
-        "workers": knobs.workers,
-        "cache": False if knobs.cache == "none" else knobs.cache,  # the val split is cached too
-        "amp": knobs.amp,
-        "freeze": knobs.freeze or None,
-        "device": run.device,
+        **yolo_args(knobs, newer="none"),  # the registry's keys (a cache caches the val split too); no newer knob:
+        "device": run.device,  # compile and channels_last change no model, deterministic is set below
         "epochs": run.epochs,
         "fraction": run.fraction,
         **miniature(run.epochs, run.run_epochs),  # the user's run in miniature: its closing no-mosaic share

@@ -45,10 +45,12 @@ def test_the_knobs_table_for_each_engine_and_device_kind(engine, device):
 
 def test_ultralytics_on_a_gpu_without_bfloat16_takes_no_bf16(monkeypatch):
     # No GPU here: NVML's answer is the one thing mocked (a GPU of compute capability 7.5 has no bfloat16).
-    monkeypatch.setattr(engines.ultralytics.machine, "bf16_supported", lambda device: False)
+    from speedopt.engines import ultralytics  # imported here: the package does not import its engines itself
+
+    monkeypatch.setattr(ultralytics.machine, "bf16_supported", lambda device: False)
     allowed, why = engines.get("ultralytics").accepted("0")["amp"]
     assert "bf16" not in allowed and True in allowed and "compute capability 8.0" in why
-    monkeypatch.setattr(engines.ultralytics.machine, "bf16_supported", lambda device: True)
+    monkeypatch.setattr(ultralytics.machine, "bf16_supported", lambda device: True)
     assert "amp" not in engines.get("ultralytics").accepted("0")
 
 

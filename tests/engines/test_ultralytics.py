@@ -1,10 +1,14 @@
 """The Ultralytics engine on a train set smaller than a trial's batches: the window crosses epoch ends,
-as the real run on that set does, and the trial still measures every step it was asked for."""
+as the real run on that set does, and the trial still measures every step it was asked for; and a trial's
+arguments are the printed command's."""
+
+import shlex
 
 import pytest
 
 from speedopt import data as demo_data
 from speedopt import measure
+from speedopt.engines import TrainRun
 from speedopt.knobs import Knobs
 from speedopt.status import Status
 
@@ -60,3 +64,27 @@ def test_the_loader_is_measured_with_mosaic_off_for_the_projection(demo_yaml, tm
     assert p is not None and p.epoch_train_off_s == pytest.approx(
         trial.images_total * mosaic.step_s(1 / trial.images_per_s, trial.data_wait_fraction or 0.0)
     )
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [Knobs(model="yolov5n", imgsz=128, batch=4, workers=0),
+     Knobs(model="yolov5n", cache="disk", freeze=3, compile="default", channels_last="on", deterministic=False)],
+)
+def test_a_trial_hands_the_trainer_the_printed_commands_keys_and_values(tmp_path, knobs):
+    """Issue 55: the trial's arguments come from the registry, spelled as the printed command spells them (compile
+    "default" is compile=True in both), with the newer keys the command leaves out at their default given too."""
+    from speedopt import command
+    from speedopt.engines.ultralytics import _train_overrides
+    from speedopt.knobs import KNOBS
+
+    data = tmp_path / "data.yaml"
+    data.write_text(f"path: {tmp_path}\ntrain: images\nval: images\nnames: [a]\n")
+    run = TrainRun(str(data), knobs, "cpu", 8, 8, 100, tmp_path)
+    given = _train_overrides(run)
+    printed = dict(w.split("=", 1) for w in shlex.split(command.yolo_train(str(data), knobs))[3:])
+    assert {k: str(given[k]) for k in printed if k not in ("data", "model")} == {
+        k: v for k, v in printed.items() if k not in ("data", "model")
+    }
+    assert all(k.yolo in given for k in KNOBS.values() if k.yolo)  # every key, the newer ones at their default too
+    assert given["compile"] is (knobs.compile != "off") and given["channels_last"] == {"default": None, "on": True}[knobs.channels_last]
