@@ -123,8 +123,9 @@ class Timeline(View):
         self._pruned(self.finals_at)
         self.say(f"search finals: trials {', '.join(map(str, finals))} in {repeats} rounds")
 
-    def repeat_finished(self, round_: int, record: Any, result: Any) -> None:
-        self.last_repeat = time.monotonic()
+    def step_finished(self, step: Any, result: Any) -> None:
+        if step.stage == "finals":
+            self.last_repeat = time.monotonic()
 
 
 def _text(knobs: Knobs) -> str:

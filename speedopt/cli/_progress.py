@@ -14,8 +14,8 @@ from speedopt.cli._render import shown_name
 from speedopt.knobs import Knobs, knobs_text
 from speedopt.measure import TrialProgress, TrialResult
 from speedopt.quality import Feasibility, Verdict
-from speedopt.search import SearchPlan, View
-from speedopt.study import SearchOutcome, TrialRecord, redact
+from speedopt.search import SearchPlan, Step, View
+from speedopt.study import SearchOutcome, redact
 
 
 def view_for(console: Console) -> PlainView:
@@ -149,28 +149,16 @@ class PlainView(View):
             f"in {repeats} interleaved rounds"
         )
 
-    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
-        self._say(f"  round {round_ + 1}/{repeats}: trial {record.number} ({knobs_text(record.config)})")
-
-    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
-        self._say(f"    {_repeat_text(result)}")
-
     def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
         self._say(
             f"ablation: which change bought what: {'; '.join(changes)}, one at a time (the change that gains most "
             f"first), then the path measured in {repeats} interleaved rounds"
         )
 
-    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
-        self._say(f"  ablation {label} ({knobs_text(knobs)})")
+    def step_started(self, step: Step) -> None:
+        self._say(f"  {step.label} ({knobs_text(step.knobs)})")
 
-    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
-        self._say(f"    {_repeat_text(result)}")
-
-    def compile_step_started(self, label: str, knobs: Knobs) -> None:
-        self._say(f"  {label} ({knobs_text(knobs)})")
-
-    def compile_step_finished(self, label: str, result: TrialResult) -> None:
+    def step_finished(self, step: Step, result: TrialResult) -> None:
         self._say(f"    {_repeat_text(result)}")
 
 
@@ -225,31 +213,17 @@ class LiveView(PlainView):
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         self.rows.append(["", f"finals: {len(finals) - 1} config(s) + baseline, {repeats} rounds", "", "", "", "", ""])
 
-    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
-        self.running, self.phase = f"round {round_ + 1}/{repeats}: trial {record.number} ({knobs_text(record.config)})", "setup"
-
-    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
-        speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
-        self.rows.append([f"{record.number} r{round_ + 1}", knobs_text(record.config), result.status.value, speed, "", "", "repeat"])
-        self.running = self.phase = ""
-
     def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
         self.rows.append(["", f"ablation: {'; '.join(changes)}, then the path in {repeats} rounds", "", "", "", "", ""])
 
-    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
-        self.running, self.phase = f"ablation {label} ({knobs_text(knobs)})", "setup"
+    def step_started(self, step: Step) -> None:
+        self.running, self.phase = f"{step.label} ({knobs_text(step.knobs)})", "setup"
 
-    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
+    def step_finished(self, step: Step, result: TrialResult) -> None:
         speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
-        self.rows.append(["", f"ablation {label}", result.status.value, speed, "", "", "ablation"])
-        self.running = self.phase = ""
-
-    def compile_step_started(self, label: str, knobs: Knobs) -> None:
-        self.running, self.phase = f"{label} ({knobs_text(knobs)})", "setup"
-
-    def compile_step_finished(self, label: str, result: TrialResult) -> None:
-        speed = f"{result.images_per_s:.1f}" if result.ok and result.images_per_s is not None else "-"
-        self.rows.append(["", label, result.status.value, speed, "", "", "compile"])
+        config = knobs_text(step.knobs) if step.number else step.label  # a finals round's row shows its config
+        kind = "repeat" if step.stage == "finals" else step.stage
+        self.rows.append([step.number, config, result.status.value, speed, "", "", kind])
         self.running = self.phase = ""
 
     def stop(self) -> None:

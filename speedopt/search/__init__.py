@@ -24,6 +24,7 @@ from speedopt.search._rank import MODES as RANK_MODES
 from speedopt.search._run import run
 from speedopt.search._runner import Runner
 from speedopt.search._space import default_space, load_file, parse_baseline, parse_fix
+from speedopt.search._step import Step
 from speedopt.search._view import QuietView, View
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Runner",
     "View",
     "QuietView",
+    "Step",
     "RANK_MODES",
     "default_space",
     "load_file",

@@ -26,6 +26,7 @@ from speedopt.measure import TrialResult
 from speedopt.search._claim import Claim
 from speedopt.search._objective import request_for
 from speedopt.search._stage import SearchContext, Stage
+from speedopt.search._step import Finished, Started, Step
 from speedopt.study import Ablation, Finals, TrialRecord, records, schema
 from speedopt.study.record_types import Change, Probe, Repeat
 
@@ -61,8 +62,6 @@ def from_finals(ablation: Ablation, finals: Finals) -> Ablation:
 
 Measure = Callable[[Knobs], TrialResult]
 Check = Callable[[Knobs], str | None]  # why a config cannot run (None: it can)
-Started = Callable[[str, Knobs], None]
-Finished = Callable[[str, TrialResult], None]
 
 
 def _label(ablation: Ablation, applied: Sequence[str], knob: str) -> str:
@@ -87,10 +86,10 @@ def _fastest(
         elif earlier is not None:  # a search trial measured this config: its figure orders the path
             probe = Probe(tuple(applied), knob, earlier.result.status, earlier.images_per_s, f"trial {earlier.number}'s measurement")
         else:
-            label = _label(ablation, applied, knob)
-            started(label, knobs)
+            step = Step("ablation", f"ablation {_label(ablation, applied, knob)}", knobs)
+            started(step)
             result = measure(knobs)
-            finished(label, result)
+            finished(step, result)
             probe = Probe(tuple(applied), knob, result.status, result.images_per_s if result.ok else None, result.message)
         ablation = replace(ablation, probes=(*ablation.probes, probe))
         save(ablation)
@@ -161,12 +160,12 @@ def _rounds(ablation: Ablation, measure: Measure, save: Callable[[Ablation], Non
             if ablation.has(round_, i):
                 continue
             what = "baseline" if i == 0 else f"step {i}: " + ", ".join(ablation.change(k).text() for k in ablation.path[i - 1])
-            label = f"round {round_ + 1}/{ablation.repeats}: {what}"
-            started(label, knobs)
+            step = Step("ablation", f"ablation round {round_ + 1}/{ablation.repeats}: {what}", knobs)
+            started(step)
             result = measure(knobs)
             ablation = replace(ablation, measured=(*ablation.measured, Repeat.measured(round_, i, result)))
             save(ablation)
-            finished(label, result)
+            finished(step, result)
     return ablation
 
 
@@ -198,8 +197,8 @@ def run(
     check: Check,
     min_gain: float = 0.0,
     begin: Callable[[tuple[str, ...], int], None] = lambda changes, repeats: None,
-    started: Started = lambda label, knobs: None,
-    finished: Finished = lambda label, result: None,
+    started: Started = lambda step: None,
+    finished: Finished = lambda step, result: None,
 ) -> Ablation | None:
     """Order and measure the path from the baseline to the finals' recommendation; resumes a stored one.
 
@@ -249,5 +248,5 @@ class AblationStage(Stage):
 
         run(
             study, records(study), schema.read_finals(study), ctx.measure(claim), unrunnable, p.min_gain,
-            begin=view.ablation_started, started=view.ablation_step_started, finished=view.ablation_step_finished,
+            begin=view.ablation_started, started=view.step_started, finished=view.step_finished,
         )

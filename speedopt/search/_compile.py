@@ -18,6 +18,7 @@ from speedopt.knobs import COMPILE_OFF, Knobs
 from speedopt.measure import TrialResult
 from speedopt.search._claim import Claim
 from speedopt.search._stage import SearchContext, Stage
+from speedopt.search._step import Finished, Started, Step
 from speedopt.study import TrialRecord, outcome, schema
 from speedopt.study.record_types import CompileDecision, Repeat
 
@@ -45,8 +46,8 @@ def run(
     study: optuna.Study,
     fresh: CompileDecision,
     measure: Measure,
-    started: Callable[[str, Knobs], None] = lambda label, knobs: None,
-    finished: Callable[[str, TrialResult], None] = lambda label, result: None,
+    started: Started = lambda step: None,
+    finished: Finished = lambda step, result: None,
 ) -> CompileDecision:
     """Measure what ``fresh`` still lacks (a stored decision of the same recommendation resumes) and store it."""
     old = schema.read_compile(study)
@@ -60,11 +61,12 @@ def run(
             label = f"torch.compile round {round_ + 1}/{decision.repeats}: " + (
                 "eager" if of == 0 else f"compile={knobs.compile}"
             )
-            started(label, knobs)
+            step = Step("compile", label, knobs)
+            started(step)
             result = measure(knobs)
             decision = _with(decision, round_, of, result)
             schema.write_compile(study, decision)
-            finished(label, result)
+            finished(step, result)
     return decision
 
 
@@ -103,6 +105,6 @@ class CompileStage(Stage):
             f"{fresh.repeats} interleaved rounds"
         )
         decision = run(
-            ctx.study, fresh, ctx.measure(claim), started=view.compile_step_started, finished=view.compile_step_finished,
+            ctx.study, fresh, ctx.measure(claim), started=view.step_started, finished=view.step_finished,
         )
         view.decided(decision.line())

@@ -18,6 +18,7 @@ from speedopt.measure import TrialResult
 from speedopt.search import _sequential as sequential
 from speedopt.search._claim import Claim, claimed
 from speedopt.search._stage import SearchContext, Stage
+from speedopt.search._step import Finished, Started, Step
 from speedopt.study import Finals, TrialRecord, finalists, records, schema
 from speedopt.study.notes import write_finals_notes
 from speedopt.study.record_types import Repeat
@@ -36,8 +37,8 @@ def run(
     measure: Measure,
     min_gain: float = 0.0,
     begin: Callable[[tuple[int, ...], int], None] = lambda chosen, repeats: None,
-    started: Callable[[int, int, TrialRecord], None] = lambda round_, of, record: None,
-    finished: Callable[[int, TrialRecord, TrialResult], None] = lambda round_, record, result: None,
+    started: Started = lambda step: None,
+    finished: Finished = lambda step, result: None,
     note: Callable[[str], None] = lambda line: None,
     stale_s: float = 600.0,
 ) -> Finals | None:
@@ -71,8 +72,8 @@ def _rounds(
     measure: Measure,
     min_gain: float,
     begin: Callable[[tuple[int, ...], int], None],
-    started: Callable[[int, int, TrialRecord], None],
-    finished: Callable[[int, TrialRecord, TrialResult], None],
+    started: Started,
+    finished: Finished,
     note: Callable[[str], None],
 ) -> Finals:
     """The rounds still missing from the stored finals of ``chosen`` (new finals when they are other finalists)."""
@@ -95,11 +96,12 @@ def _rounds(
             if finals.has(round_, number):
                 continue
             record = by_number[number]
-            started(round_, repeats, record)
+            step = Step("finals", f"round {round_ + 1}/{repeats}: trial {record.number}", record.config, f"{record.number} r{round_ + 1}")
+            started(step)
             result = measure(record.result.requested)
             finals = replace(finals, measured=(*finals.measured, Repeat.measured(round_, number, result)))
             schema.write_finals(study, finals)
-            finished(round_, record, result)
+            finished(step, result)
         looked = sequential.look(finals, round_)
         if looked != finals:
             finals = looked
@@ -121,7 +123,7 @@ class FinalsStage(Stage):
         p, view = ctx.plan.protocol, ctx.view
         finals = run(
             ctx.study, records(ctx.study), p.finalists, p.repeats, ctx.measure(), p.min_gain, begin=view.finals_started,
-            started=view.repeat_started, finished=view.repeat_finished, note=view.note, stale_s=ctx.longest_s,
+            started=view.step_started, finished=view.step_finished, note=view.note, stale_s=ctx.longest_s,
         )
         if finals is not None:
             write_finals_notes(ctx.study, finals)

@@ -14,7 +14,8 @@ from speedopt.knobs import Knobs
 from speedopt.measure import TrialProgress, TrialResult
 from speedopt.quality import Verdict
 from speedopt.search._plan import SearchPlan
-from speedopt.study import SearchOutcome, TrialRecord
+from speedopt.search._step import Step
+from speedopt.study import SearchOutcome
 
 
 class View(abc.ABC):  # noqa: B024 - every hook is optional
@@ -56,29 +57,18 @@ class View(abc.ABC):  # noqa: B024 - every hook is optional
         """A decision the search took after the trials (torch.compile's), in a line that stays. By default a :meth:`price`."""
         self.price(message)
 
-    def compile_step_started(self, label: str, knobs: Knobs) -> None:
-        """A torch.compile decision measurement begins (``label``: its round, eager or the mode)."""
-
-    def compile_step_finished(self, label: str, result: TrialResult) -> None:
-        """A torch.compile decision measurement ended."""
-
     def finals_started(self, finals: tuple[int, ...], repeats: int) -> None:
         """The finals begin: these trials' configs (the baseline's first) in ``repeats`` interleaved rounds."""
-
-    def repeat_started(self, round_: int, repeats: int, record: TrialRecord) -> None:
-        """Round ``round_`` (0-based) measures the config of ``record`` again."""
-
-    def repeat_finished(self, round_: int, record: TrialRecord, result: TrialResult) -> None:
-        """A repeat measurement ended."""
 
     def ablation_started(self, changes: tuple[str, ...], repeats: int) -> None:
         """The ablation begins: these changes (``workers 8 -> 2``) ordered, then the path in ``repeats`` rounds."""
 
-    def ablation_step_started(self, label: str, knobs: Knobs) -> None:
-        """An ablation measurement begins (``label``: an ordering candidate, or a round's config on the path)."""
+    def step_started(self, step: Step) -> None:
+        """A measurement of a stage after the trials begins: a finals round (a trial's config again), an ablation
+        step (an ordering candidate, or a round's config on the path), a torch.compile round (eager or a mode)."""
 
-    def ablation_step_finished(self, label: str, result: TrialResult) -> None:
-        """An ablation measurement ended."""
+    def step_finished(self, step: Step, result: TrialResult) -> None:
+        """That measurement ended."""
 
     def stop(self) -> None:
         """The search is over (normally or not)."""

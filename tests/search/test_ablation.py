@@ -96,7 +96,7 @@ def test_two_changes_make_two_steps_the_bigger_gain_first_each_measured_in_every
     rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "cache": "ram"})
     study, fake = _study(rec, fake=True), Fake()
     labels = []
-    done = _run(study, fake, started=lambda label, knobs: labels.append(label))
+    done = _run(study, fake, started=lambda step: labels.append(step.label.removeprefix("ablation ")))
     assert len(done.probes) == 2 * 3 // 2 - 1  # n(n+1)/2 - 1 ordering measurements for n = 2
     assert done.path == (("imgsz",), ("cache",))  # imgsz doubles, cache gains 1.5x: imgsz first
     assert labels[:2] == ["ordering: imgsz 640 -> 320 from the baseline", "ordering: cache none -> ram from the baseline"]
