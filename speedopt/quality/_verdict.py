@@ -45,9 +45,9 @@ class Verdict:
 
     def constraint(self) -> float:
         """Optuna constraint value (<= 0 feasible): the loss's upper end (loss + spread) minus the allowed loss
-        when probed; 1 for lost or unknown without a probe."""
-        if self.feasibility is Feasibility.UNKNOWN:
-            return 1.0  # never the best: nobody could tell whether it keeps accuracy
+        when probed; 1 for lost, unknown or never judged without a probe (only a kept accuracy is feasible)."""
+        if self.feasibility in (Feasibility.UNKNOWN, Feasibility.UNPROBED):
+            return 1.0  # never the best: nobody could tell (or asked) whether it keeps accuracy
         if self.map_loss is None or self.allowed is None:
             return 1.0 if self.feasibility is Feasibility.REJECTED else 0.0
         return max(self.map_loss, self.run_loss if self.run_loss is not None else self.map_loss) + (self.spread or 0.0) - self.allowed

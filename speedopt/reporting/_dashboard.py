@@ -154,4 +154,5 @@ def serve(storage_url: str | None, host: str, port: int) -> None:
     # The study the dashboard builds for its importance takes a storage as Optuna's get_storage returns it (an RDB
     # storage in its cache); the wrappers go on that one object, so every view of the trials sees the same params.
     storage = optuna.storages.get_storage(open_storage(storage_url))
-    run_server(users_studies(feasible_best(as_run(storage))), host=host, port=port, artifact_store=store)
+    served = users_studies(feasible_best(as_run(schema.with_constraint_lists(storage))))  # constraints as the dashboard reads them
+    run_server(served, host=host, port=port, artifact_store=store)

@@ -189,8 +189,7 @@ def objective(plan: SearchPlan, view: View, judge: Judge, inputs: Inputs, clock:
         else:
             verdict = not_measured(knobs, result.status)
         schema.write_verdict(trial, verdict.attrs())
-        trial.set_constraint("measured", 0.0 if result.ok else 1.0)
-        trial.set_constraint("map_loss", verdict.constraint())
+        schema.write_constraints(trial, 0.0 if result.ok else 1.0, verdict.constraint())
         trial.set_user_attr(schema.PHASE, "done")
         view.trial_finished(trial.number, result, baseline=baseline, verdict=verdict)
         return float(result.images_per_s or 0.0) if result.ok else 0.0

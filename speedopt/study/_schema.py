@@ -17,7 +17,8 @@ Trial attrs: the planned ones a trial is enqueued with (:data:`PLANNED`: :data:`
 and :data:`BOUND`), what its run writes (:data:`WORKER`, :data:`PHASE`), its measurement and verdict
 (:data:`SHOWN` under their own names, the rest in the JSON attrs :data:`MEASUREMENT` and :data:`ACCURACY`),
 and why it did not finish (:data:`PRUNED`, :data:`PRUNED_CONFIG`, :data:`DUPLICATE_OF`,
-:data:`FAILED_BECAUSE`).
+:data:`FAILED_BECAUSE`). Trial system attrs: its constraints, named and as a list (:data:`CONSTRAINTS`,
+:func:`write_constraints`, :func:`constraint_list`, :func:`with_constraint_lists`; :mod:`speedopt.study._constraints`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from speedopt.measure import Ceiling, LabelCaches
 from speedopt.study._ablation import Ablation
 from speedopt.study._bill import Bill
 from speedopt.study._compile import CompileDecision
+from speedopt.study._constraints import CONSTRAINTS as CONSTRAINTS
+from speedopt.study._constraints import constraint_list as constraint_list
+from speedopt.study._constraints import with_constraint_lists as with_constraint_lists
+from speedopt.study._constraints import write_constraints as write_constraints
 from speedopt.study._finals import Finals
 from speedopt.study._finite import finite
 from speedopt.study._protocol import StudyProtocol

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from speedopt.errors import UsageError
 from speedopt.knobs import shown
 from speedopt.quality import cache_entries, merge_cache
+from speedopt.study._constraints import with_constraint_lists
 from speedopt.study._finite import nonfinite_refusal
 from speedopt.study._schema import IMPORTED_YOLOV5_DIR, YOLOV5_DIR, artifact_refusal, read_protocol
 from speedopt.study._storage import Need, find_study, open_storage, redact, storage_errors, url_for
@@ -45,7 +46,8 @@ def export(study_name: str, storage_url: str | None, out: str) -> tuple[int, int
         study = find_study(storage_url, study_name)
         source = study._storage
         destination = open_storage(url_for(str(target)), Need.CREATE)
-        optuna.copy_study(from_study_name=study.study_name, from_storage=source, to_storage=destination)
+        # copied with each trial's constraints in both forms (an older study's migrated: schema.with_constraint_lists)
+        optuna.copy_study(from_study_name=study.study_name, from_storage=with_constraint_lists(source), to_storage=destination)
         entries = cache_entries(source, read_protocol(study).dataset.id)
         merge_cache(entries, destination)
     return len(study.trials), len(entries)
@@ -80,7 +82,7 @@ def import_study(file: str, storage_url: str | None, study_name: str | None = No
         destination = open_storage(storage_url, Need.CREATE)
         if study.study_name in study_names(destination):
             raise UsageError(f"study {study.study_name!r} already exists in the target storage; nothing imported")
-        optuna.copy_study(from_study_name=study.study_name, from_storage=source, to_storage=destination)
+        optuna.copy_study(from_study_name=study.study_name, from_storage=with_constraint_lists(source), to_storage=destination)
         notes = _forget_checkout(optuna.load_study(study_name=study.study_name, storage=destination))
         added = merge_cache(entries, destination)
     return study.study_name, len(study.trials), added, notes

@@ -41,7 +41,7 @@ def test_verdict_constraint():
     sig, F = {}, quality.Feasibility
     assert quality.Verdict(sig, F.FEASIBLE, map_loss=0.002, allowed=0.01, spread=0.005).constraint() == pytest.approx(-0.003)
     assert quality.Verdict(sig, F.REJECTED, map_loss=0.05, allowed=0.01, spread=0.01).constraint() == pytest.approx(0.05)
-    assert quality.Verdict(sig, F.UNPROBED).constraint() == 0.0
+    assert quality.Verdict(sig, F.UNPROBED).constraint() == 1.0  # never judged: not kept, so infeasible (issue 56)
     assert quality.Verdict(sig, F.REJECTED).constraint() == 1.0
     assert quality.Verdict(sig, F.UNKNOWN, map_loss=0.0, allowed=0.01, spread=0.0).constraint() == 1.0  # never the best
 

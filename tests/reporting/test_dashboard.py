@@ -128,19 +128,36 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
 
 
 @pytest.mark.slow  # serves the real dashboard
-def test_best_trial_is_the_fastest_feasible_not_a_rejected_one(tmp_path):
+def test_best_trial_is_the_fastest_feasible_and_every_verdict_is_drawn_as_its_constraints_say(tmp_path):
+    """Issue 56: optuna-dashboard reads a trial's constraints from the list ``constraints`` only. A trial stored now
+    carries it (lost: written as the search writes it); trials of an older study (the named constraints only, and a
+    never-judged accuracy change stored feasible then) are served with it, infeasible unless accuracy was kept."""
     url = f"sqlite:///{tmp_path}/best.db"
     study = optuna.create_study(study_name="rejected-fastest", storage=url, direction="maximize")
-    for ips, feasible in ((100.0, False), (50.0, True), (20.0, True)):
+    lost = study.ask()  # as the search stores a verdict now
+    for key, value in {"status": "ok", "images_per_s": 100.0, "feasible": False, "config": {"batch": 8}}.items():
+        lost.set_user_attr(key, value)
+    schema.write_constraints(lost, 0.0, 0.02)
+    study.tell(lost, 100.0)
+    older = (  # as a study stored them before issue 56: named constraints only
+        (80.0, "unknown", "unknown", 1.0), (60.0, "unknown", "unprobed", 0.0), (50.0, True, "feasible", -0.01), (20.0, True, "feasible", -0.02)
+    )
+    for ips, feasible, verdict, map_loss in older:
         study.add_trial(create_trial(
-            state=TrialState.COMPLETE, value=ips, user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible, "config": {"batch": 8}},
-            system_attrs={"constraints:map_loss": -0.01 if feasible else 0.02},  # as Trial.set_constraint stores them
+            state=TrialState.COMPLETE, value=ips,
+            user_attrs={"status": "ok", "images_per_s": ips, "feasible": feasible, "config": {"batch": 8}, "accuracy": {"verdict": verdict}},
+            system_attrs={"constraints:measured": 0.0, "constraints:map_loss": map_loss},  # as Trial.set_constraint stores them
         ))
+    assert study.trials[0].system_attrs["constraints"] == [0.0, 0.02]
     proc, base = _serve(tmp_path, url)
     try:
         study_id = _get(f"{base}/api/studies")["study_summaries"][0]["study_id"]
-        best = _get(f"{base}/api/studies/{study_id}")["best_trials"]
-        assert [t["number"] for t in best] == [1] == [study.best_trial.number]  # Optuna's own view agrees
+        detail = _get(f"{base}/api/studies/{study_id}")
+        assert [t["number"] for t in detail["best_trials"]] == [3]  # the fastest kept
+        served = {t["number"]: t["constraints"] for t in detail["trials"]}
+        assert served == {0: [0.0, 0.02], 1: [0.0, 1.0], 2: [0.0, 1.0], 3: [0.0, -0.01], 4: [0.0, -0.02]}, served
+        feasible = [n for n, c in served.items() if all(v <= 0 for v in c)]
+        assert feasible == [3, 4]  # lost, unknown and never judged are drawn infeasible
     finally:
         proc.terminate()
         proc.wait(timeout=10)
