@@ -235,6 +235,7 @@ def small_study(demo_yaml, tmp_path_factory):
             "--no-ablation", cwd=work,
         )
     assert done.returncode == 0, done.stderr
+    (work / "search.out").write_text(done.stdout)  # what the search printed, for the tests that compare it
     return work, url, "small"
 
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from speedopt.reporting._projection import Projection
 from speedopt.study import SearchOutcome
 
 
-def bill_section(result: SearchOutcome, pb: Projection | None, pr: Projection | None, epochs: int, certain: bool) -> list[str]:
-    """The search's own wall time by stage (every run and worker of the study), and its payback: from the
-    projections' epochs (training, validation and saves) where both exist and the gain is claimed, else from
-    the finals' medians (training only)."""
+def bill_section(result: SearchOutcome, epochs: int) -> list[str]:
+    """The search's own wall time by stage (every run and worker of the study), and its payback: the one the
+    search's summary printed (:meth:`SearchOutcome.payback`: training seconds per epoch from the finals' medians)."""
     bill = result.bill
     if not bill.seconds:
         return []
-    if certain and pb is not None and pr is not None:
-        saving = pb.epoch_s - pr.epoch_s
-        text = bill.payback(saving, epochs, "the projected epochs of section 3, an estimate")
-    else:
-        text = result.payback_text(epochs)
+    text = result.payback_text(epochs)
     lines = ["## What the search cost", "", text[0].upper() + text[1:] + ".", "", "| stage | wall time | share |", "|---|---|---|"]
     total = bill.total_s or 1.0
     for stage, seconds in sorted(bill.seconds.items(), key=lambda item: -item[1]):

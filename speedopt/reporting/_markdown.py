@@ -79,7 +79,7 @@ def build(study: optuna.Study, epochs: int, out_dir: Path, measure_validation: b
     pb, pr = (projected.get(r.number) if r else None for r in (base, best))
     certain = result.speedup is not None and result.speedup.certain
     md += finals_section(result) + compile_section(result) + ablation.section(study, result, files.figures, files.link)
-    md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, pb, pr, epochs, certain)
+    md += projection_section(epochs, pb, pr, val_notes, certain) + bill_section(result, epochs)
     md += overhead_advice(pr or pb, engines.words(p.engine), logger_integrations(p.engine)) + copies_section(p, epochs)
     md += verified_section(study)
     md += command_section(recommendation(result), epochs)

@@ -36,6 +36,9 @@ class Recommendation:
     #: the torch.compile decision taken on this trial, where it chose a mode: the command compiles, and its images/s
     #: are the compiled rounds' median (the speedup over the baseline stays the finals', measured eager)
     compiled: CompileDecision | None = None
+    #: when the search pays for itself over the study's run (SearchOutcome.payback's record): the figure the
+    #: search's summary and the report print
+    payback: dict[str, Any] | None = None
 
     @property
     def accuracy(self) -> str:
@@ -137,6 +140,7 @@ class Recommendation:
             "verdict": self.verdict,
             "accuracy": {"verdict": self.accuracy, "reason": self.trial.quality_reason},
             "compile": None if self.compiled is None else self.compiled.line(),
+            "payback": self.payback,
         }
 
 
@@ -154,5 +158,5 @@ def recommendation(result: SearchOutcome) -> Recommendation | None:
     decision = result.compile if result.compiled is not None else None
     return Recommendation(
         result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings, median,
-        decision,
+        decision, result.payback(result.protocol.epochs).to_dict(),
     )

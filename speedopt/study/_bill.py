@@ -56,10 +56,6 @@ class Bill:
         return (f"{clock(self.waited_s)} waiting for the host lock while another process measured on this host "
                 "(apart: no stage's work, not in the total)")
 
-    def payback(self, saving_per_epoch_s: float | None, epochs: int, basis: str) -> str:
-        """When the saving pays this bill back (:func:`payback`)."""
-        return payback(self, saving_per_epoch_s, epochs, basis)
-
     def to_attr(self) -> dict[str, float]:
         waited = {WAITED: round(self.waited_s, 3)} if self.waited_s > 0 else {}
         return {**{s: round(v, 3) for s, v in self.seconds.items()}, **waited}
@@ -80,14 +76,44 @@ def clock(seconds: float) -> str:
     return f"{h} h {m} min" if h else f"{m} min {s} s" if m else f"{s} s"
 
 
+@dataclass(frozen=True)
+class Payback:
+    """When a search pays for itself: its wall time over the saving per epoch of the user's run. One definition
+    (issue 56), which the search's summary, the report and ``speedopt best --format json`` all print: the training
+    seconds per epoch the recommendation saves, from the finals' medians and the train set's size (an estimate;
+    :meth:`~speedopt.study.SearchOutcome.payback`)."""
+
+    search_s: float
+    saving_per_epoch_s: float | None  # None: no saving claimed
+    epochs: int  # the user's run
+    basis: str
+
+    @property
+    def after_epochs(self) -> int | None:
+        """The epochs after which the saving has paid the search back (None: no saving)."""
+        if self.saving_per_epoch_s is None or self.saving_per_epoch_s <= 0:
+            return None
+        return math.ceil(self.search_s / self.saving_per_epoch_s)
+
+    def text(self) -> str:
+        """``this search took 6 min 10 s; at the projected saving of 41 s per epoch (basis), it pays for itself after
+        9 epochs of your 100`` (or that it does not, or that there is no saving to pay it back)."""
+        took = f"this search took {clock(self.search_s)}"
+        after, saving = self.after_epochs, self.saving_per_epoch_s
+        if after is None or saving is None:
+            return f"{took}; no saving was claimed, so nothing pays it back: that is the price of knowing your settings hold"
+        shown = f"{saving:.1f} s" if saving < 10 else clock(saving)
+        tail = f"it pays for itself after {after} epochs of your {self.epochs}" if after <= self.epochs else (
+            f"it would take {after} epochs to pay for itself: more than your {self.epochs}")
+        return f"{took}; at the projected saving of {shown} per epoch ({self.basis}), {tail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record ``speedopt best --format json`` prints under ``payback``."""
+        saving = None if self.saving_per_epoch_s is None else round(self.saving_per_epoch_s, 3)
+        return {"search_s": round(self.search_s, 1), "saving_per_epoch_s": saving, "after_epochs": self.after_epochs,
+                "epochs": self.epochs, "basis": self.basis}
+
+
 def payback(bill: Bill, saving_per_epoch_s: float | None, epochs: int, basis: str) -> str:
-    """``this search took 6 min 10 s; at the projected saving of 41 s per epoch (basis), it pays for itself after
-    9 epochs of your 100`` (or that it does not, or that there is no saving to pay it back)."""
-    took = f"this search took {clock(bill.total_s)}"
-    if saving_per_epoch_s is None or saving_per_epoch_s <= 0:
-        return f"{took}; no saving was claimed, so nothing pays it back: that is the price of knowing your settings hold"
-    after = math.ceil(bill.total_s / saving_per_epoch_s)
-    saving = f"{saving_per_epoch_s:.1f} s" if saving_per_epoch_s < 10 else clock(saving_per_epoch_s)
-    tail = f"it pays for itself after {after} epochs of your {epochs}" if after <= epochs else (
-        f"it would take {after} epochs to pay for itself: more than your {epochs}")
-    return f"{took}; at the projected saving of {saving} per epoch ({basis}), {tail}"
+    """The text of :class:`Payback` for ``bill``."""
+    return Payback(bill.total_s, saving_per_epoch_s, epochs, basis).text()

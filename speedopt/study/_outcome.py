@@ -11,7 +11,7 @@ from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
-from speedopt.study._bill import Bill, payback
+from speedopt.study._bill import Bill, Payback
 from speedopt.study._compile import CompileDecision
 from speedopt.study._failed import FailedTrial, failed_trials
 from speedopt.study._finals import Finals
@@ -155,10 +155,14 @@ class SearchOutcome:
         basis = f"training only, an estimate: {n} train images at the finals' medians, {base:.1f} and {rec:.1f} images/s"
         return n / base - n / rec, basis
 
-    def payback_text(self, epochs: int) -> str:
-        """What the search cost and after how many epochs the saving pays it back (:meth:`~speedopt.study._bill.Bill.payback`)."""
+    def payback(self, epochs: int) -> Payback:
+        """When the search pays for itself over a run of ``epochs``: its bill over :meth:`saving_per_epoch`."""
         saving, basis = self.saving_per_epoch()
-        return payback(self.bill, saving, epochs, basis)
+        return Payback(self.bill.total_s, saving, epochs, basis)
+
+    def payback_text(self, epochs: int) -> str:
+        """What the search cost and after how many epochs the saving pays it back (:class:`~speedopt.study._bill.Payback`)."""
+        return self.payback(epochs).text()
 
     def counts_text(self) -> str:
         """``3 ok, 1 infeasible`` (``, 2 pruned part-way`` where the pruner stopped any)."""

@@ -75,6 +75,14 @@ def test_report_sections_numbers_and_figures(searched, tmp_path):
     best = json.loads(run_cli("best", "--storage", url, "--study", name, "--format", "json", cwd=work).stdout)
     assert command.parse_yolo_train(bash).knobs == Knobs(**best["config"])
     assert command.parse_python_train(python).knobs == Knobs(**best["config"])
+    # One payback (issue 56): the search's summary, its report (the study's own epochs) and best --format json agree
+    (said,) = [line.removeprefix("bill: ") for line in (work / "search.out").read_text().splitlines() if line.startswith("bill: ")]
+    reported = (work / "reports" / f"{name}.md").read_text().split("## What the search cost")[1].split("\n\n")[1]
+    assert reported == said[0].upper() + said[1:] + "."
+    paid = best["payback"]
+    assert said.startswith("this search took ") and paid["epochs"] == study.user_attrs["epochs"] and paid["basis"] in said
+    assert (paid["after_epochs"] is None) == ("no saving was claimed" in said)
+    assert paid["after_epochs"] is None or f"after {paid['after_epochs']} epochs" in said or f"take {paid['after_epochs']} epochs" in said
     rounds = sorted(m["images_per_s"] for m in finals["measured"] if m["trial"] == best["trial"])
     assert best["images_per_s"] == pytest.approx(sum(rounds) / 2)  # the median of its 2 rounds
     assert best["speedup"]["rounds"] == 2 and best["speedup"]["low"] <= best["speedup"]["median"]
