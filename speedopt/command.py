@@ -103,7 +103,7 @@ def gpus_of(device: object) -> int:
 
 def parse_yolo_train(command: str) -> TrainCommand:
     """Read a ``yolo detect train key=value ...`` command back into knobs."""
-    words = shlex.split(command)
+    words = shlex.split(command.split(OPTIONAL)[0])  # a printed command may end in its optional changes' comment
     if words[:3] != ["yolo", "detect", "train"]:
         raise UsageError(f"not a 'yolo detect train' command: {command!r}")
     values = dict(w.split("=", 1) for w in words[3:])
@@ -155,6 +155,15 @@ def train_py(data: str, knobs: Knobs, device: str | None = None, epochs: int | N
 
 
 _FORMS = {"yolo": yolo_train, "train.py": train_py}
+
+#: How a printed training command ends when the recommendation carries changes that bought nothing measurable: a
+#: shell comment (bash ignores it; a word of the command itself is quoted by shlex.join when it holds a "#")
+OPTIONAL = "  # optional, no measurable gain in the ablation: "
+
+
+def with_optional(line: str, optional: tuple[str, ...]) -> str:
+    """``line`` with the changes in ``optional`` marked optional in a comment on the same line."""
+    return f"{line}{OPTIONAL}{'; '.join(optional)}" if optional else line
 
 
 def train_command(
@@ -240,7 +249,7 @@ def parse_train_py(command: str) -> ClassicCommand:
     Flags that are not knobs (``--hyp``, ``--name`` ...) are ignored.
     """
     try:
-        words = shlex.split(command)
+        words = shlex.split(command.split(OPTIONAL)[0])
     except ValueError as exc:
         raise UsageError(f"cannot read the train.py command: {exc}") from None
     gpus, rest = _split_launcher(words)

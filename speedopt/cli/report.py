@@ -50,7 +50,7 @@ def run_best(args: argparse.Namespace) -> int:
     if args.format in ("cli", "python"):  # stdout stays the command alone; the claim goes to stderr
         print(f"# trial {rec.trial.number}: {rec.verdict}; accuracy {rec.accuracy}", file=sys.stderr)
     if args.format == "cli":
-        print(rec.command(args.epochs))
+        print(rec.command_line(args.epochs))
     elif args.format == "python":
         print(rec.python(args.epochs))
     elif args.format == "json":

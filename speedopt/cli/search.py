@@ -302,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     if rec.stand_in:
         out.print(rec.stand_in, highlight=False)
     else:
-        out.print(f"train with{where}:\n  {rec.command()}", highlight=False)
+        out.print(f"train with{where}:\n  {rec.command_line()}", highlight=False)
     for problem in rec.problems():
         out.print(f"warning: {problem}", highlight=False)
 

@@ -39,6 +39,9 @@ class Recommendation:
     #: when the search pays for itself over the study's run (SearchOutcome.payback's record): the figure the
     #: search's summary and the report print
     payback: dict[str, Any] | None = None
+    #: the changes its ablation found buying nothing measurable (``cache none -> disk (0.978x, 0.850-1.049x)``): the
+    #: printed command marks them optional on its own line (issue 56)
+    optional: tuple[str, ...] = ()
 
     @property
     def accuracy(self) -> str:
@@ -71,6 +74,11 @@ class Recommendation:
         return command.train_command(
             self.words.dialect, self.data, self.knobs, device=device or self.device, epochs=epochs, weights=self.weights
         )
+
+    def command_line(self, epochs: int | None = None, device: str | None = None) -> str:
+        """:meth:`command` as printed for a person: changes that bought nothing measurable are marked optional in a
+        shell comment on the same line (pasted, the command runs as measured)."""
+        return command.with_optional(self.command(epochs, device), self.optional)
 
     @property
     def weights(self) -> str | None:
@@ -141,6 +149,7 @@ class Recommendation:
             "accuracy": {"verdict": self.accuracy, "reason": self.trial.quality_reason},
             "compile": None if self.compiled is None else self.compiled.line(),
             "payback": self.payback,
+            "optional": list(self.optional),
         }
 
 
@@ -158,5 +167,16 @@ def recommendation(result: SearchOutcome) -> Recommendation | None:
     decision = result.compile if result.compiled is not None else None
     return Recommendation(
         result.study_name, result.protocol, chosen, result.speedup, result.verdict_text(), result.keep_settings, median,
-        decision, result.payback(result.protocol.epochs).to_dict(),
+        decision, result.payback(result.protocol.epochs).to_dict(), _optional(result, chosen.number),
+    )
+
+
+def _optional(result: SearchOutcome, chosen: int) -> tuple[str, ...]:
+    """The recommendation's changes its own ablation found buying nothing measurable, with their figures."""
+    ablation = result.ablation
+    if ablation is None or ablation.recommended != chosen:
+        return ()
+    return tuple(
+        f"{s.text()} ({s.speedup:.3f}x, {s.interval.low:.3f}-{s.interval.high:.3f}x)"
+        for s in ablation.idle() if s.speedup is not None and s.interval is not None
     )

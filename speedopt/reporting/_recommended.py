@@ -23,7 +23,7 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
         lines += [rec.stand_in + ".", ""]
     else:
         where = rec.protocol.yolov5_dir or rec.words.checkout
-        lines += ([f"In {where}:", ""] if where else []) + ["```bash", rec.command(epochs), "```", ""]
+        lines += ([f"In {where}:", ""] if where else []) + ["```bash", rec.command_line(epochs), "```", ""]
         lines += ["```python", rec.python(epochs), "```", ""] if rec.words.python_form else []
     problems = rec.problems()
     lines += [f"**Warning:** {problem}." for problem in problems] + ([""] if problems else [])

@@ -169,6 +169,11 @@ class Ablation:
             out.append(Step(i, tuple(self.change(k) for k in knobs), after, speedup, interval, cumulative, gain))
         return out
 
+    def idle(self) -> list[Step]:
+        """The steps that bought nothing measurable (:data:`NO_GAIN`): changes the recommendation carries that the
+        user may leave out, each its step's figures (none until the ablation is complete)."""
+        return [s for s in self.steps() if s.verdict.startswith(NO_GAIN)] if self.complete else []
+
     def to_attr(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["start"], data["end"] = self.start.to_dict(), self.end.to_dict()

@@ -11,13 +11,14 @@ from speedopt.errors import UsageError
 from speedopt.quality import Feasibility
 from speedopt.speedup import Decision, Speedup
 from speedopt.status import Status
+from speedopt.study._ablation import Ablation
 from speedopt.study._bill import Bill, Payback
 from speedopt.study._compile import CompileDecision
 from speedopt.study._failed import FailedTrial, failed_trials
 from speedopt.study._finals import Finals
 from speedopt.study._protocol import StudyProtocol
 from speedopt.study._record import TrialRecord, baseline_trial, best_trial, measured_pruned, records
-from speedopt.study._schema import DATA, read_bill, read_compile, read_finals, read_protocol, read_stopped
+from speedopt.study._schema import DATA, read_ablation, read_bill, read_compile, read_finals, read_protocol, read_stopped
 from speedopt.study._storage import open_storage, storage_errors
 from speedopt.study.names import study_names
 
@@ -61,6 +62,7 @@ class SearchOutcome:
     pruned: int = 0  # trials the pruner stopped part-way: they ran, and count toward --trials
     bill: Bill = field(default_factory=Bill)  # what the search's runs spent, by stage
     compile: CompileDecision | None = None  # the recommendation measured eager and compiled, when the space listed modes
+    ablation: Ablation | None = None  # the path from the baseline to the recommendation, when measured
 
     @property
     def compiled(self) -> str | None:
@@ -227,6 +229,7 @@ def outcome(study: optuna.Study) -> SearchOutcome:
         failed=failed_trials(study),
         bill=read_bill(study),
         compile=read_compile(study),
+        ablation=read_ablation(study),
         pruned=sum(measured_pruned(t) for t in study.get_trials(deepcopy=False)),
     )
 

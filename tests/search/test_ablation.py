@@ -263,3 +263,23 @@ def test_the_ordering_reuses_a_search_trial_that_measured_the_same_config():
     probe = done.probe([], "imgsz")
     assert probe is not None and probe.images_per_s == 19.5 and probe.message == "trial 2's measurement"
     assert done.path == (("imgsz",), ("cache",)) and done.complete
+
+
+def test_a_change_that_bought_nothing_is_marked_optional_on_the_printed_commands_line():
+    """Issue 56: workers 8 -> 2 gains 1.0x in the fake trainer (the wobble keeps its interval around 1): its step is
+    'no measurable gain', and the recommendation's printed command says so on its own line; imgsz 640 -> 320 (2x)
+    is not marked."""
+    from speedopt import command
+    from speedopt.reporting._recommend import _optional
+    from speedopt.study import outcome
+
+    rec = Knobs(**{**BASE.to_dict(), "imgsz": 320, "workers": 2})
+    study = _study(rec, fake=True)
+    done = _run(study, Fake())
+    assert [s.verdict.startswith(NO_GAIN) for s in done.steps()] == [False, True] and done.complete
+    (marked,) = _optional(outcome(study), 1)
+    assert marked.startswith("workers 8 -> 2 (") and "x, " in marked
+    assert _optional(outcome(study), 0) == ()  # another trial than the ablation's recommendation: nothing to mark
+    line = command.with_optional(command.yolo_train("data.yaml", rec), (marked,))
+    assert line.endswith(f"  # optional, no measurable gain in the ablation: {marked}")
+    assert command.parse_yolo_train(line).knobs == rec  # the comment is no part of the command read back
