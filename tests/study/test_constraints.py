@@ -1,5 +1,5 @@
-"""A trial's constraints in both forms (issue 56): named for Optuna, the list for optuna-dashboard; older studies
-read, served and copied with the list, a never-judged accuracy change infeasible."""
+"""A trial's constraints as the list every Optuna reader knows (issue 56): optuna-dashboard reads only it; older
+studies (named constraints) read, served and copied with it, a never-judged accuracy change infeasible."""
 
 import optuna
 from optuna.trial import TrialState, create_trial
@@ -15,14 +15,14 @@ def _older(study: optuna.Study, verdict: str, map_loss: float) -> None:
     ))
 
 
-def test_a_trial_stores_its_constraints_named_and_as_the_list(tmp_path):
+def test_a_trial_stores_its_constraints_as_the_list(tmp_path):
     study = optuna.create_study(storage=f"sqlite:///{tmp_path}/s.db", direction="maximize")
     trial = study.ask()
     schema.write_constraints(trial, 1.0, -0.5)
     study.tell(trial, 0.0)
     (frozen,) = study.trials
     assert frozen.system_attrs["constraints"] == [1.0, -0.5]
-    assert frozen.constraints["measured"] == 1.0 and frozen.constraints["map_loss"] == -0.5  # Optuna reads the names
+    assert frozen.constraints == {"0": 1.0, "1": -0.5}  # as Optuna reads the list: measured, map_loss
     assert schema.constraint_list(frozen) == [1.0, -0.5]
 
 
@@ -45,5 +45,5 @@ def test_an_older_study_is_copied_with_the_list(tmp_path):
     optuna.copy_study(from_study_name="old", from_storage=schema.with_constraint_lists(storage), to_storage=f"sqlite:///{tmp_path}/new.db")
     copied = optuna.load_study(study_name="old", storage=f"sqlite:///{tmp_path}/new.db").trials
     assert [t.system_attrs["constraints"] for t in copied] == [[0.0, 1.0], [0.0, 0.03]]
-    assert copied[0].constraints["map_loss"] == 1.0  # the named one agrees
+    assert copied[0].constraints == {"0": 0.0, "1": 1.0}  # one form: the named ones are not copied beside it
     assert [dict(t.system_attrs) for t in optuna.load_study(study_name="old", storage=f"sqlite:///{tmp_path}/old.db").trials] == before
