@@ -37,6 +37,13 @@ def _serve(work, url, *extra):
     return proc, base
 
 
+def _chromium(chromium, tmp_path):
+    """Headless Debian chromium, offline, a private profile, 15 s of virtual time for the single-page app."""
+    return [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=15000"]
+
+
 @pytest.fixture(scope="module")
 def dashboard(small_study):
     work, url, name = small_study
@@ -104,9 +111,7 @@ def test_study_page_renders_in_headless_chromium(dashboard, tmp_path):
     if not chromium:
         pytest.skip("Debian's chromium is not installed here (.ci/run installs it where it can)")
     base, name = dashboard
-    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900", "--virtual-time-budget=15000"]
+    flags = _chromium(chromium, tmp_path)
     summaries = _get(f"{base}/api/studies")["study_summaries"]
     study_id = next(s["study_id"] for s in summaries if s["study_name"] == name)
     page = f"{base}/dashboard/studies/{study_id}"
@@ -158,6 +163,12 @@ def test_best_trial_is_the_fastest_feasible_and_every_verdict_is_drawn_as_its_co
         assert served == {0: [0.0, 0.02], 1: [0.0, 1.0], 2: [0.0, 1.0], 3: [0.0, -0.01], 4: [0.0, -0.02]}, served
         feasible = [n for n, c in served.items() if all(v <= 0 for v in c)]
         assert feasible == [3, 4]  # lost, unknown and never judged are drawn infeasible
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium:  # the page itself: the history plot's legend has its infeasible trials (only when there are any)
+            dom = subprocess.run([*_chromium(chromium, tmp_path), "--dump-dom", f"{base}/dashboard/studies/{study_id}"],
+                                 capture_output=True, text=True, timeout=120)
+            assert dom.returncode == 0 and 'class="legendtext"' in dom.stdout, dom.stderr[-2000:]
+            assert 'data-unformatted="Infeasible"' in dom.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=10)
