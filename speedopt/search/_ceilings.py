@@ -35,25 +35,30 @@ def of_config(study: optuna.Study, knobs: Knobs) -> Ceilings:
     return Ceilings(found.get(Ceiling.name_for("data", knobs)), found.get(Ceiling.name_for("compute", knobs)))
 
 
-def found_or_measured(study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] | None = None) -> Ceilings:
-    """The ceilings of ``knobs`` (as run; both, or ``kinds``): found in the study, or measured now and stored there at once."""
+def found_or_measured(
+    study: optuna.Study, knobs: Knobs, prepare: Prepare, run: Measure, kinds: tuple[Kind, ...] | None = None, fresh: bool = False
+) -> Ceilings:
+    """The ceilings of ``knobs`` (as run; both, or ``kinds``): found in the study, or measured now and stored there at
+    once (``fresh``: measured now whatever the study holds, and stored in its place)."""
 
     def save(name: str, ceiling: Ceiling) -> None:
         schema.write_ceiling(study, name, ceiling)
 
-    return measure_ceilings(knobs, prepare, run, schema.read_ceilings(study), save, kinds)
+    return measure_ceilings(knobs, prepare, run, {} if fresh else schema.read_ceilings(study), save, kinds)
 
 
 def ceilings_of(
-    plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs, kinds: tuple[Kind, ...] | None = None
+    plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: View, inputs: Inputs, kinds: tuple[Kind, ...] | None = None,
+    fresh: bool = False,
 ) -> Ceilings | None:
-    """The ceilings of ``knobs`` (as run; both, or ``kinds``), found in the study or measured now (None: the engine
-    has none, or a multi-GPU config: ceilings are measured on one GPU)."""
+    """The ceilings of ``knobs`` (as run; both, or ``kinds``), found in the study or measured now (``fresh``: now
+    whatever it holds) (None: the engine has none, or a multi-GPU config: ceilings are measured on one GPU)."""
     p = plan.protocol
     if knobs.gpus > 1 or not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings:
         return None
     return found_or_measured(
-        study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs), kinds
+        study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs), kinds,
+        fresh,
     )
 
 

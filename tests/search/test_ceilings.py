@@ -97,3 +97,16 @@ def test_the_stop_rule_measures_ceilings_only_while_the_trials_left_outnumber_th
         rule = CeilingStop(plan, SimpleNamespace(note=lambda line: None), lambda k: asked.append(k))  # type: ignore[arg-type]
         rule.why(study, study.get_trials()[0])
         assert bool(asked) is measured, trials  # 1 trial spent: 1, 2 or 3 left against 2 missing ceiling jobs
+
+
+def test_the_ends_measure_again_a_ceiling_the_config_beat():
+    """Issue 56, item 5: a ceiling is one short job at one moment; a figure above it beyond both intervals (the README
+    demo under load: 105% of min(ceilings)) means the load moved between the jobs, so the ends measure that ceiling
+    again beside the finals. Only the binding one, and only on a fault."""
+    from speedopt.search._ends import beaten
+
+    found = Ceilings(_ok("data", 100.0), _ok("compute", 50.0))
+    assert beaten(found, 58.0, 0.03) == ("compute",)  # 116%: beyond 3% + 2% + the 10% drift
+    assert beaten(found, 51.0, 0.03) == ()  # within the intervals: it holds
+    assert beaten(Ceilings(_ok("data", 40.0), _ok("compute", 50.0)), 47.0, 0.02) == ("data",)
+    assert beaten(Ceilings(_ok("data", 40.0), None), 90.0, 0.02) == () and beaten(None, 90.0, 0.02) == ()
