@@ -22,12 +22,10 @@ from speedopt.engines import Dialect
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
-    COMPILE_OFF,
     KNOBS,
     MODEL_SCALES,
     CacheMode,
     Knobs,
-    amp_text,
     parse_amp,
     parse_value,
     yolo_args,
@@ -282,29 +280,19 @@ def speedopt_trial(
     max_steps: int | None = None,
 ) -> str:
     """The `speedopt trial` command that measures this config again."""
+    values = knobs.to_dict()
+    flags = [
+        word
+        for k in KNOBS.values()
+        if k.flag is not None and (k.flag_always or values[k.name] != k.default)  # the registry's flags, in knob order
+        for word in (k.flag, k.flag_text(values[k.name]))
+    ]
     parts = [
         "speedopt",
         "trial",
         "--data",
         data,
-        "--model",
-        knobs.model,
-        "--imgsz",
-        str(knobs.imgsz),
-        "--batch",
-        str(knobs.batch),
-        "--workers",
-        str(knobs.workers),
-        "--cache",
-        knobs.cache,
-        "--amp",
-        amp_text(knobs.amp),
-        "--freeze",
-        str(knobs.freeze),
-        *(["--gpus", str(knobs.gpus)] if knobs.gpus > 1 else []),
-        *(["--compile", knobs.compile] if knobs.compile != COMPILE_OFF else []),
-        *(["--channels-last", knobs.channels_last] if knobs.channels_last != "default" else []),
-        *(["--deterministic", "off"] if not knobs.deterministic else []),
+        *flags,
         "--device",
         device,
         "--steps",

@@ -322,6 +322,14 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _amp_flag(value: Any) -> Any:
+    return True if value is None else parse_amp(value)  # not given: the trainer's default, AMP on
+
+
+def _on_off(value: Any) -> str:
+    return "on" if value else "off"
+
+
 Side = Literal["data", "compute"]  # the ceiling a knob acts on: the loader alone, the model's steps alone
 MemoryKind = Literal["gpu", "ram"]  # peak GPU memory, peak host RAM (with workers) on the CPU
 
@@ -351,6 +359,17 @@ class Knob:
     cuda_only: bool = False  # the trainer ignores it off CUDA: engines fix it at its default on the CPU
     #: a key the yolo dialect writes only where the value differs from the default (older trainers read the command)
     newer: bool = False
+    #: its flag on speedopt's own command line (``speedopt trial``, ``speedopt ceilings``), which
+    #: :func:`speedopt.command.speedopt_trial` writes and :func:`speedopt.cli` reads into the knob; None: none (``data``
+    #: is the data.yaml given)
+    flag: str | None = None
+    flag_text: Callable[[Any], str] = str  # the value as that flag takes it (amp on/off/bf16)
+    from_flag: Callable[[Any], Any] = _same  # the flag's parsed value as the knob's (None: the flag was not given)
+
+    @property
+    def flag_always(self) -> bool:
+        """``speedopt trial``'s command writes its flag always (a knob every trainer spells), else only where set."""
+        return self.yolo is not None and not self.newer
 
     @property
     def default(self) -> Any:
@@ -369,25 +388,28 @@ def _declare(*entries: Knob) -> Mapping[str, Knob]:
 
 #: The registry: every knob, in :class:`Knobs` field order.
 KNOBS: Mapping[str, Knob] = _declare(
-    Knob("model", _parse_model, yolo="model", aliases=("weights",), signature=1, sides=("compute",), memory=("gpu", "ram")),
+    Knob("model", _parse_model, yolo="model", aliases=("weights",), signature=1, sides=("compute",), memory=("gpu", "ram"),
+         flag="--model"),
     Knob("imgsz", _integer("imgsz"), yolo="imgsz", train_py="--img", aliases=("img",), step=STRIDE, signature=2,
-         sides=("data", "compute"), memory=("gpu", "ram")),
+         sides=("data", "compute"), memory=("gpu", "ram"), flag="--imgsz"),
     Knob("batch", _integer("batch"), yolo="batch", train_py="--batch-size", aliases=("batch_size",), step=1, signature=4,
-         sides=("data", "compute")),
-    Knob("workers", _integer("workers"), yolo="workers", train_py="--workers", step=1, sides=("data",), memory=("ram",)),
-    Knob("cache", _parse_cache, yolo="cache", yolo_value=_yolo_cache, train_py="--cache", sides=("data",)),
-    Knob("amp", parse_amp, yolo="amp", signature=5, sides=("compute",), memory=("gpu",)),
+         sides=("data", "compute"), flag="--batch"),
+    Knob("workers", _integer("workers"), yolo="workers", train_py="--workers", step=1, sides=("data",), memory=("ram",),
+         flag="--workers"),
+    Knob("cache", _parse_cache, yolo="cache", yolo_value=_yolo_cache, train_py="--cache", sides=("data",), flag="--cache"),
+    Knob("amp", parse_amp, yolo="amp", signature=5, sides=("compute",), memory=("gpu",), flag="--amp", flag_text=amp_text,
+         from_flag=_amp_flag),
     Knob("freeze", _integer("freeze"), yolo="freeze", train_py="--freeze", step=1, signature=3, sides=("compute",),
-         memory=("gpu", "ram")),
+         memory=("gpu", "ram"), flag="--freeze"),
     Knob("data", _parse_data, signature=6, sides=("data",), memory=("ram",)),
-    Knob("gpus", _integer("gpus"), step=1, memory=("gpu",)),
+    Knob("gpus", _integer("gpus"), step=1, memory=("gpu",), flag="--gpus"),
     Knob("compile", parse_compile, yolo="compile", yolo_value=_yolo_compile, sides=("compute",),
-         at_end=True, option="torch.compile", newer=True),  # no memory: a memory fit never compiles
+         at_end=True, option="torch.compile", newer=True, flag="--compile"),  # no memory: a memory fit never compiles
     Knob("channels_last", parse_channels_last, yolo="channels_last", yolo_value=_yolo_channels_last, sides=("compute",),
-         memory=("gpu",), option="channels_last", cuda_only=True, newer=True),
+         memory=("gpu",), option="channels_last", cuda_only=True, newer=True, flag="--channels-last", from_flag=parse_channels_last),
     # Not CUDA-only: torch.use_deterministic_algorithms acts on the CPU too (a few ops), though it is a GPU lever.
     Knob("deterministic", parse_deterministic, yolo="deterministic", sides=("compute",), option="deterministic",
-         newer=True),
+         newer=True, flag="--deterministic", flag_text=_on_off, from_flag=parse_deterministic),
 )
 KNOB_NAMES = tuple(KNOBS)
 

@@ -1,5 +1,6 @@
 import ast
 import dataclasses
+import shlex
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,21 @@ def test_no_module_outside_the_registry_and_the_engines_writes_its_own_list_of_k
         lists += [f"{where}:{line} ({name})" for name, line in _knob_lists(ast.parse(path.read_text()))
                   if (where, name) not in ALLOWED]
     assert lists == []
+
+
+@pytest.mark.parametrize("changed", [None, *CHANGED])
+def test_speedopt_trials_command_reads_back_into_the_knobs_it_was_written_from(changed):
+    """Issue 55: `speedopt trial`'s printed command writes each knob's registry flag, and the CLI reads the flags back
+    through the same entries: every knob with a flag at its default, or at another value (data has no flag: it is the
+    data.yaml given)."""
+    from speedopt import command
+    from speedopt.cli import build_parser
+    from speedopt.cli._options import knobs_of
+
+    knobs = Knobs(model="yolov5n", imgsz=128, batch=4, workers=0, amp=False)
+    if changed is not None and KNOBS[changed].flag is not None:
+        knobs = dataclasses.replace(knobs, **{changed: CHANGED[changed]})
+    line = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1)
+    args = build_parser().parse_args(shlex.split(line)[1:])
+    assert knobs_of(args) == knobs, line
+    assert all(k.flag in line for k in KNOBS.values() if k.flag and k.flag_always)

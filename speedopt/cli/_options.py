@@ -13,15 +13,13 @@ from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
     COMPILE_OFF,
+    KNOBS,
     MAX_BATCH,
     MAX_FREEZE,
     MAX_IMGSZ,
     Knobs,
     max_workers,
-    parse_amp,
-    parse_channels_last,
     parse_compile,
-    parse_deterministic,
     shown,
 )
 from speedopt.measure import TrialOptions
@@ -184,12 +182,9 @@ def add_knobs(parser: argparse.ArgumentParser) -> None:
 
 
 def knobs_of(args: argparse.Namespace) -> Knobs:
-    """The knobs given by :func:`add_knobs`' options."""
-    return Knobs(
-        model=args.model, imgsz=args.imgsz, batch=args.batch, workers=args.workers, cache=args.cache,
-        amp=parse_amp(args.amp) if args.amp else True, freeze=args.freeze, compile=args.compile,
-        channels_last=parse_channels_last(args.channels_last), deterministic=parse_deterministic(args.deterministic),
-    )
+    """The knobs given by :func:`add_knobs`' options (each knob's registry :attr:`~speedopt.knobs.Knob.flag`; a
+    command's own ``--gpus`` too)."""
+    return Knobs(**{k.name: k.from_flag(getattr(args, k.name)) for k in KNOBS.values() if k.flag and hasattr(args, k.name)})
 
 
 def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:

@@ -56,7 +56,7 @@ def _printer(console: Console) -> Callable[[TrialProgress], None]:
 
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    knobs = dataclasses.replace(knobs_of(args), gpus=args.gpus)
+    knobs = knobs_of(args)  # --gpus too: its registry flag
     options = dict(
         **dataclasses.asdict(trial_options(args, args.timeout)),
         on_note=lambda note: err.print(f"note: {note}", highlight=False),
