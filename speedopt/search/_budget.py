@@ -60,6 +60,13 @@ def full(study: optuna.Study, target: int) -> bool:
     done, running = spent(study), sum(t.state == TrialState.RUNNING for t in trials)
     return done >= target or (done + running >= target and all(t.state != TrialState.WAITING for t in trials))
 
+def _busy(trials: list[FrozenTrial]) -> int:
+    """The trials that hold a slot of the target: complete, running, or pruned part-way (they ran)."""
+    from optuna.trial import TrialState
+
+    return sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in trials)
+
+
 class Target(StopRule):
     """Saves trials past the target: the loop stops starting trials once spent and running ones reach it (as
     Optuna's MaxTrialsCallback, counting a trial pruned part-way: ``--trials 6`` runs the trainer at most 6
@@ -71,10 +78,7 @@ class Target(StopRule):
         self.target = target
 
     def why(self, study: optuna.Study, trial: FrozenTrial) -> str | None:
-        from optuna.trial import TrialState
-
-        trials = study.get_trials(deepcopy=False)
-        if sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in trials) >= self.target:
+        if _busy(study.get_trials(deepcopy=False)) >= self.target:
             return f"the study has its {self.target} trials run or running"
         return None
 
@@ -83,12 +87,9 @@ def guarded(objective: Callable[[optuna.Trial], float], target: int) -> Callable
     the last slot meanwhile)."""
 
     import optuna
-    from optuna.trial import TrialState
 
     def run_one(trial: optuna.Trial) -> float:
-        others = [t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]
-        busy = sum(t.state in (TrialState.COMPLETE, TrialState.RUNNING) or measured_pruned(t) for t in others)
-        if busy >= target:
+        if _busy([t for t in trial.study.get_trials(deepcopy=False) if t.number != trial.number]) >= target:
             raise optuna.TrialPruned(f"the study already has {target} trials run or running")
         return objective(trial)
 

@@ -113,7 +113,3 @@ class Payback:
         return {"search_s": round(self.search_s, 1), "saving_per_epoch_s": saving, "after_epochs": self.after_epochs,
                 "epochs": self.epochs, "basis": self.basis}
 
-
-def payback(bill: Bill, saving_per_epoch_s: float | None, epochs: int, basis: str) -> str:
-    """The text of :class:`Payback` for ``bill``."""
-    return Payback(bill.total_s, saving_per_epoch_s, epochs, basis).text()

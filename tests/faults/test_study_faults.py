@@ -154,7 +154,7 @@ def test_time_waiting_for_the_host_lock_is_billed_apart_not_as_a_stage(tmp_path:
 
     from speedopt.isolation import lock_path, measuring
     from speedopt.study import schema
-    from speedopt.study._bill import payback
+    from speedopt.study._bill import Payback
     from speedopt.study._clock import Clock
 
     hold = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(2.0)"
@@ -173,7 +173,7 @@ def test_time_waiting_for_the_host_lock_is_billed_apart_not_as_a_stage(tmp_path:
     bill = schema.read_bill(study)
     assert bill.seconds.get("labels", 0.0) < 0.5 and bill.seconds.get("trials", 0.0) < 0.5, bill  # no stage's work
     assert 1.0 <= bill.waited_s < 10.0, bill
-    assert bill.total_s < 1.0 and "took 0 s" in payback(bill, None, 100, "")  # not in the total the payback divides
+    assert bill.total_s < 1.0 and "took 0 s" in Payback(bill.total_s, None, 100, "").text()  # not in the total the payback divides
     assert "waiting for the host lock" in bill.lines()[-1]  # said, on its own line
 
 
