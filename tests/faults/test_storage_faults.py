@@ -765,13 +765,19 @@ def _claim_owner(storage: optuna.storages.BaseStorage, study: str, step: str) ->
 
 def _command_lines(parents: list[subprocess.Popen[str]], seen: set[str], stop: threading.Event) -> None:
     """The command line of every process the searches start (their jobs, warm workers, launchers), while they run:
-    the user typed the URL on theirs; none they start may carry it."""
+    the user typed the URL on theirs; none they start may carry it. A child whose command line is its search's own is
+    a fork that has not yet run its program (the moment between fork and exec of every job it starts, or a forked
+    helper of the same program): it shows the line the user typed, not one speedopt wrote (CI, 2026-12-06, caught one)."""
     while not stop.is_set():
         for parent in parents:
             with contextlib.suppress(psutil.Error):
-                for child in psutil.Process(parent.pid).children(recursive=True):
+                search = psutil.Process(parent.pid)
+                typed = search.cmdline()
+                for child in search.children(recursive=True):
                     with contextlib.suppress(psutil.Error):
-                        seen.add(" ".join(child.cmdline()))
+                        line = child.cmdline()
+                        if line != typed:
+                            seen.add(" ".join(line))
         stop.wait(0.3)
 
 

@@ -214,13 +214,14 @@ def test_study_that_is_not_the_users_is_one_line_and_exit_2(tmp_path, name):
 def test_a_live_review_shows_the_running_trials_phase_and_new_trials(demo_yaml, tmp_path):
     """While a search runs, the dashboard's API (what its pages poll) has the running trial and its phase. The
     dashboard is up before the search starts (on the empty storage): one that started late on a loaded machine saw
-    only finished trials (CI, 2026-12-06)."""
+    only finished trials (CI, 2026-12-06). Each trial measures 40 steps: with 6, a trial's phases lasted about as
+    long as the dashboard's 2-s trial cache and a loaded CI machine saw no running trial at all (CI, 2026-12-06)."""
     url = f"sqlite:///{tmp_path}/live.db"
     optuna.storages.RDBStorage(url)  # the storage's tables, no study: the search makes its own
     proc, base = _serve(tmp_path, url)
     search = subprocess.Popen(
         [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "2", "--storage", url,
-         "--study", "live", "--quality", "off", "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--steps", "6",
+         "--study", "live", "--quality", "off", "--baseline", "model=yolov5n imgsz=96 batch=4 workers=0", "--steps", "40",
          "--warmup", "1", "--device", "cpu", "--repeats", "0", "--no-report", *EVERY_CONFIG],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

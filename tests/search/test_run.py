@@ -41,11 +41,15 @@ def _study(url):
 
 
 def _running_has_params(url: str) -> bool:
+    """One trial runs, with its params, and its job has reported a phase: its objective runs (a trial only just created
+    has params but not yet its worker record, and a job process seen then is the previous trial's, still exiting: a
+    kill there leaves a trial no process of this host claims, which the heartbeat, not the resume, recovers; CI,
+    2026-12-06)."""
     try:
         running = _study(url).get_trials(states=(TrialState.RUNNING,))
     except Exception:  # the study not created yet, or its database busy: look again
         return False
-    return len(running) == 1 and bool(running[0].params)
+    return len(running) == 1 and bool(running[0].params) and "phase" in running[0].user_attrs
 
 
 def _job_kind(process):
