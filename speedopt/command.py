@@ -285,7 +285,7 @@ def speedopt_trial(
         word
         for k in KNOBS.values()
         if k.flag is not None and (k.flag_always or values[k.name] != k.default)  # the registry's flags, in knob order
-        for word in (k.flag, k.flag_text(values[k.name]))
+        for word in (k.flag.name, k.flag.text(values[k.name]))
     ]
     parts = [
         "speedopt",

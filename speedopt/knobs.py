@@ -335,6 +335,23 @@ MemoryKind = Literal["gpu", "ram"]  # peak GPU memory, peak host RAM (with worke
 
 
 @dataclass(frozen=True)
+class Flag:
+    """A knob's option on speedopt's own command line (``speedopt trial``, ``speedopt ceilings``): the CLI defines
+    it from this (:func:`speedopt.cli`'s ``add_knobs``), :func:`speedopt.command.speedopt_trial` writes it."""
+
+    name: str  # --imgsz
+    help: str
+    default: Any  # as argparse gives it when the flag is not given (``read`` turns it into the knob's value)
+    choices: tuple[str, ...] | None = None  # the words it takes; None: any (checked by ``low``/``high`` or ``listed``)
+    low: int | None = None  # an integer flag's range: from low ...
+    high: int | Callable[[], int] | None = None  # ... to high (a callable: known when the parser is built)
+    listed: bool = False  # its values are the modes the installed trainer lists (Engine.accepted), read at parse time
+    common: bool = True  # every knob command has it; False: ``speedopt trial``'s own (--gpus)
+    text: Callable[[Any], str] = str  # the knob's value as the flag takes it (amp on/off/bf16)
+    read: Callable[[Any], Any] = _same  # the flag's parsed value as the knob's
+
+
+@dataclass(frozen=True)
 class Knob:
     """One knob, declared once: how it is spelled and parsed, and what it changes. Its default is the
     :class:`Knobs` field's (:attr:`default`)."""
@@ -359,12 +376,9 @@ class Knob:
     cuda_only: bool = False  # the trainer ignores it off CUDA: engines fix it at its default on the CPU
     #: a key the yolo dialect writes only where the value differs from the default (older trainers read the command)
     newer: bool = False
-    #: its flag on speedopt's own command line (``speedopt trial``, ``speedopt ceilings``), which
-    #: :func:`speedopt.command.speedopt_trial` writes and :func:`speedopt.cli` reads into the knob; None: none (``data``
-    #: is the data.yaml given)
-    flag: str | None = None
-    flag_text: Callable[[Any], str] = str  # the value as that flag takes it (amp on/off/bf16)
-    from_flag: Callable[[Any], Any] = _same  # the flag's parsed value as the knob's (None: the flag was not given)
+    #: its flag on speedopt's own command line (``speedopt trial``, ``speedopt ceilings``), which the CLI defines and
+    #: reads into the knob and :func:`speedopt.command.speedopt_trial` writes; None: none (``data`` is the data.yaml given)
+    flag: Flag | None = None
 
     @property
     def flag_always(self) -> bool:
@@ -389,27 +403,39 @@ def _declare(*entries: Knob) -> Mapping[str, Knob]:
 #: The registry: every knob, in :class:`Knobs` field order.
 KNOBS: Mapping[str, Knob] = _declare(
     Knob("model", _parse_model, yolo="model", aliases=("weights",), signature=1, sides=("compute",), memory=("gpu", "ram"),
-         flag="--model"),
+         flag=Flag("--model", "yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml", "yolov5s")),
     Knob("imgsz", _integer("imgsz"), yolo="imgsz", train_py="--img", aliases=("img",), step=STRIDE, signature=2,
-         sides=("data", "compute"), memory=("gpu", "ram"), flag="--imgsz"),
+         sides=("data", "compute"), memory=("gpu", "ram"),
+         flag=Flag("--imgsz", "train image size, multiple of 32 (default 640)", 640, low=1, high=MAX_IMGSZ)),
     Knob("batch", _integer("batch"), yolo="batch", train_py="--batch-size", aliases=("batch_size",), step=1, signature=4,
-         sides=("data", "compute"), flag="--batch"),
+         sides=("data", "compute"), flag=Flag("--batch", "batch size (default 16)", 16, low=1, high=MAX_BATCH)),
     Knob("workers", _integer("workers"), yolo="workers", train_py="--workers", step=1, sides=("data",), memory=("ram",),
-         flag="--workers"),
-    Knob("cache", _parse_cache, yolo="cache", yolo_value=_yolo_cache, train_py="--cache", sides=("data",), flag="--cache"),
-    Knob("amp", parse_amp, yolo="amp", signature=5, sides=("compute",), memory=("gpu",), flag="--amp", flag_text=amp_text,
-         from_flag=_amp_flag),
+         flag=Flag("--workers", "dataloader workers (default 8; the trainer caps at CPU cores)", 8, low=0, high=max_workers)),
+    Knob("cache", _parse_cache, yolo="cache", yolo_value=_yolo_cache, train_py="--cache", sides=("data",),
+         flag=Flag("--cache", "image cache (default none)", "none", choices=CACHE_MODES)),
+    Knob("amp", parse_amp, yolo="amp", signature=5, sides=("compute",), memory=("gpu",),
+         flag=Flag("--amp", "precision: on/fp16 (AMP, the default with CUDA), off/fp32 (the CPU's), bf16 (Ultralytics, on a "
+                    "GPU that has it)", None, choices=("on", "off", "fp16", "fp32", "bf16"), text=amp_text, read=_amp_flag)),
     Knob("freeze", _integer("freeze"), yolo="freeze", train_py="--freeze", step=1, signature=3, sides=("compute",),
-         memory=("gpu", "ram"), flag="--freeze"),
+         memory=("gpu", "ram"), flag=Flag("--freeze", "freeze the first N layers (default 0)", 0, low=0, high=MAX_FREEZE)),
     Knob("data", _parse_data, signature=6, sides=("data",), memory=("ram",)),
-    Knob("gpus", _integer("gpus"), step=1, memory=("gpu",), flag="--gpus"),
+    Knob("gpus", _integer("gpus"), step=1, memory=("gpu",),
+         flag=Flag("--gpus", "DDP processes under torch.distributed.run, on the first N GPUs of --device (default 1); --batch "
+                    "is the total across them, as in both trainers", 1, low=1, high=MAX_GPUS, common=False)),
     Knob("compile", parse_compile, yolo="compile", yolo_value=_yolo_compile, sides=("compute",),
-         at_end=True, option="torch.compile", newer=True, flag="--compile"),  # no memory: a memory fit never compiles
+         at_end=True, option="torch.compile", newer=True,  # no memory: a memory fit never compiles
+         flag=Flag("--compile", "torch.compile mode (Ultralytics only): off (default), default, reduce-overhead, ... as the "
+                    "installed trainer accepts; its one-time compile is measured apart from the steady images/s", COMPILE_OFF,
+                    listed=True)),
     Knob("channels_last", parse_channels_last, yolo="channels_last", yolo_value=_yolo_channels_last, sides=("compute",),
-         memory=("gpu",), option="channels_last", cuda_only=True, newer=True, flag="--channels-last", from_flag=parse_channels_last),
+         memory=("gpu",), option="channels_last", cuda_only=True, newer=True,
+         flag=Flag("--channels-last", "the model's memory format on CUDA (Ultralytics only); default: the trainer's choice (on "
+                    "for CUDA)", "default", choices=CHANNELS_LAST, read=parse_channels_last)),
     # Not CUDA-only: torch.use_deterministic_algorithms acts on the CPU too (a few ops), though it is a GPU lever.
-    Knob("deterministic", parse_deterministic, yolo="deterministic", sides=("compute",), option="deterministic",
-         newer=True, flag="--deterministic", flag_text=_on_off, from_flag=parse_deterministic),
+    Knob("deterministic", parse_deterministic, yolo="deterministic", sides=("compute",), option="deterministic", newer=True,
+         flag=Flag("--deterministic", "deterministic algorithms (Ultralytics only; the classic train.py always runs on): on "
+                    "(default); off gives up bit-identical reruns with the same seed, not expected accuracy", "on",
+                    choices=("on", "off"), text=_on_off, read=parse_deterministic)),
 )
 KNOB_NAMES = tuple(KNOBS)
 

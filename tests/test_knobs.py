@@ -275,4 +275,31 @@ def test_speedopt_trials_command_reads_back_into_the_knobs_it_was_written_from(c
     line = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1)
     args = build_parser().parse_args(shlex.split(line)[1:])
     assert knobs_of(args) == knobs, line
-    assert all(k.flag in line for k in KNOBS.values() if k.flag and k.flag_always)
+    assert all(k.flag.name in line for k in KNOBS.values() if k.flag and k.flag_always)
+
+
+@pytest.mark.parametrize("command", ["trial", "ceilings"])
+def test_the_knob_flags_a_command_takes_are_the_registrys(command):
+    """Issue 55: `speedopt trial` and `speedopt ceilings` define their knob flags from the registry (Knob.flag), so
+    a new knob's flag is its registry entry: each flag's default and help are the entry's, an integer flag takes
+    its range's ends and refuses one past them, a flag of words refuses any other word; trial alone has its own
+    (--gpus)."""
+    import argparse
+
+    from speedopt.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    actions = {a.option_strings[0]: a for a in sub._actions if a.option_strings}
+    flagged = {k.flag.name: k for k in KNOBS.values() if k.flag and (k.flag.common or command == "trial")}
+    assert set(flagged) <= set(actions) and ("--gpus" in actions) == (command == "trial")
+    for name, entry in flagged.items():
+        flag, action = entry.flag, actions[name]
+        assert (action.default, action.help) == (flag.default, flag.help), name
+        if flag.choices is not None:
+            assert tuple(action.choices) == flag.choices
+        if flag.low is not None:
+            high = flag.high() if callable(flag.high) else flag.high
+            assert action.type(str(flag.low)) == flag.low and action.type(str(high)) == high
+            for wrong in (str(flag.low - 1), str(high + 1)):
+                with pytest.raises(argparse.ArgumentTypeError):
+                    action.type(wrong)

@@ -5,23 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from speedopt import defaults, engines
 from speedopt.engines import NAMES, EngineName
 from speedopt.errors import UsageError
-from speedopt.knobs import (
-    CACHE_MODES,
-    COMPILE_OFF,
-    KNOBS,
-    MAX_BATCH,
-    MAX_FREEZE,
-    MAX_IMGSZ,
-    Knobs,
-    max_workers,
-    parse_compile,
-    shown,
-)
+from speedopt.knobs import KNOBS, Flag, Knob, Knobs, shown
 from speedopt.measure import TrialOptions
 
 
@@ -136,55 +125,54 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def compile_mode(text: str) -> str:
-    """An argparse type: ``--compile`` as the trainer spells it, and only a mode the installed Ultralytics lists
-    (the one trainer that compiles), as a --space or --fix value is checked: an unknown mode is refused here,
-    naming the modes, instead of running to an infeasible trial that blames the C++ compiler."""
-    try:
-        mode = parse_compile(text)
-    except UsageError:
-        mode = text
-    if mode == COMPILE_OFF:
-        return mode
-    allowed, why = engines.get("ultralytics").accepted("cpu").get("compile", ((COMPILE_OFF,), "this trainer's"))
-    if mode not in allowed:
-        raise argparse.ArgumentTypeError(f"unknown compile mode {shown(text)}; {why}: {', '.join(allowed)}")
-    return mode
+def listed(knob: Knob) -> Callable[[str], str]:
+    """An argparse type for a knob whose values the installed trainer lists (``--compile``: the one trainer that
+    compiles, Ultralytics): a mode it does not list is refused here, naming the modes, as a --space or --fix value is
+    checked, instead of running to an infeasible trial that blames the C++ compiler."""
+
+    def parse(text: str) -> str:
+        try:
+            value = knob.parse(text)
+        except UsageError:
+            value = text
+        if value == knob.default:
+            return str(value)
+        allowed, why = engines.get("ultralytics").accepted("cpu").get(knob.name, ((str(knob.default),), "this trainer's"))
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(f"unknown {knob.name} mode {shown(text)}; {why}: {', '.join(allowed)}")
+        return str(value)
+
+    parse.__name__ = knob.name
+    return parse
 
 
-def add_knobs(parser: argparse.ArgumentParser) -> None:
-    """--data and one config's knobs, each defaulting to the trainer's own default."""
+def _argument(knob: Knob, flag: Flag) -> dict[str, Any]:
+    """argparse's keyword arguments for ``knob``'s ``flag``, as the registry declares it."""
+    how: dict[str, Any] = {"default": flag.default, "help": flag.help}
+    if flag.choices is not None:
+        how["choices"] = flag.choices
+    elif flag.low is not None:
+        high = flag.high() if callable(flag.high) else flag.high
+        how["type"] = integer(flag.low, MAX_TRIALS if high is None else high)
+    elif flag.listed:
+        how["type"] = listed(knob)
+    return how
+
+
+def add_knobs(parser: argparse.ArgumentParser, own: bool = False) -> None:
+    """--data and one config's knobs (each knob's registry :attr:`~speedopt.knobs.Knob.flag`), each defaulting to the
+    trainer's own default; ``own``: with the flags of ``speedopt trial``'s own (--gpus), after the others."""
     parser.add_argument("--data", required=True, help="the dataset's data.yaml (YOLO format)")
-    parser.add_argument("--model", default="yolov5s", help="yolov5n|s|m|l|x (built from the architecture yaml) or a local .pt/.yaml")
-    parser.add_argument("--imgsz", type=integer(1, MAX_IMGSZ), default=640, help="train image size, multiple of 32 (default 640)")
-    parser.add_argument("--batch", type=integer(1, MAX_BATCH), default=16, help="batch size (default 16)")
-    parser.add_argument("--workers", type=integer(0, max_workers()), default=8, help="dataloader workers (default 8; the trainer caps at CPU cores)")
-    parser.add_argument("--cache", default="none", choices=CACHE_MODES, help="image cache (default none)")
-    parser.add_argument(
-        "--amp", default=None, choices=("on", "off", "fp16", "fp32", "bf16"),
-        help="precision: on/fp16 (AMP, the default with CUDA), off/fp32 (the CPU's), bf16 (Ultralytics, on a GPU that has it)",
-    )
-    parser.add_argument(
-        "--compile", default=COMPILE_OFF, type=compile_mode,
-        help="torch.compile mode (Ultralytics only): off (default), default, reduce-overhead, ... as the installed "
-        "trainer accepts; its one-time compile is measured apart from the steady images/s",
-    )
-    parser.add_argument(
-        "--channels-last", default="default", choices=("default", "on", "off"),
-        help="the model's memory format on CUDA (Ultralytics only); default: the trainer's choice (on for CUDA)",
-    )
-    parser.add_argument(
-        "--deterministic", default="on", choices=("on", "off"),
-        help="deterministic algorithms (Ultralytics only; the classic train.py always runs on): on (default); off "
-        "gives up bit-identical reruns with the same seed, not expected accuracy",
-    )
-    parser.add_argument("--freeze", type=integer(0, MAX_FREEZE), default=0, help="freeze the first N layers (default 0)")
+    flagged = [(k, k.flag) for k in KNOBS.values() if k.flag is not None]
+    for knob, flag in sorted(flagged, key=lambda pair: not pair[1].common):  # a stable sort: registry order in each
+        if flag.common or own:
+            parser.add_argument(flag.name, **_argument(knob, flag))
 
 
 def knobs_of(args: argparse.Namespace) -> Knobs:
-    """The knobs given by :func:`add_knobs`' options (each knob's registry :attr:`~speedopt.knobs.Knob.flag`; a
-    command's own ``--gpus`` too)."""
-    return Knobs(**{k.name: k.from_flag(getattr(args, k.name)) for k in KNOBS.values() if k.flag and hasattr(args, k.name)})
+    """The knobs given by :func:`add_knobs`' options (each knob's registry :attr:`~speedopt.knobs.Knob.flag`, where
+    the command has it)."""
+    return Knobs(**{k.name: k.flag.read(getattr(args, k.name)) for k in KNOBS.values() if k.flag and hasattr(args, k.name)})
 
 
 def add_measurement(parser: argparse.ArgumentParser, timeout_flag: str) -> None:

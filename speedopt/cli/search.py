@@ -21,9 +21,9 @@ from speedopt.cli._options import (
     add_measurement,
     add_storage,
     add_study,
-    compile_mode,
     fraction,
     integer,
+    listed,
     real,
     seconds,
 )
@@ -32,7 +32,7 @@ from speedopt.cli._quality import print_quality
 from speedopt.cli._render import shown_name
 from speedopt.data import PrepareFormat
 from speedopt.errors import UsageError
-from speedopt.knobs import knobs_text
+from speedopt.knobs import KNOBS, knobs_text
 from speedopt.quality import QualityMode, parse_max_loss, unchecked_knobs, unchecked_text
 from speedopt.reporting import Recommendation
 from speedopt.search import RANK_MODES, SearchConfig
@@ -128,11 +128,12 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _pin(text: str) -> str:
-    """An argparse type: one ``--fix KNOB=VALUE``, a compile mode checked at parse time as ``--compile`` is (every
-    other knob and value is checked with the space, where the trainer's limits are known)."""
-    knob, sep, value = text.partition("=")
-    if sep and knob.strip().lower() == "compile":
-        compile_mode(value.strip())
+    """An argparse type: one ``--fix KNOB=VALUE``, a mode the installed trainer lists (compile) checked at parse time
+    as its flag is (every other knob and value is checked with the space, where the trainer's limits are known)."""
+    name, sep, value = text.partition("=")
+    knob = KNOBS.get(name.strip().lower())
+    if sep and knob is not None and knob.flag is not None and knob.flag.listed:
+        listed(knob)(value.strip())
     return text
 
 

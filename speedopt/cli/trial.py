@@ -10,9 +10,8 @@ from collections.abc import Callable
 from rich.console import Console
 
 import speedopt
-from speedopt.cli._options import add_knobs, add_measurement, integer, knobs_of, trial_options
+from speedopt.cli._options import add_knobs, add_measurement, knobs_of, trial_options
 from speedopt.cli._render import trial_table
-from speedopt.knobs import MAX_GPUS
 from speedopt.measure import TrialProgress
 
 NAME = "trial"
@@ -31,12 +30,7 @@ def add(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "folder that is removed.",
         epilog=EXIT,
     )
-    add_knobs(parser)
-    parser.add_argument(
-        "--gpus", type=integer(1, MAX_GPUS), default=1,
-        help="DDP processes under torch.distributed.run, on the first N GPUs of --device (default 1); --batch is the "
-        "total across them, as in both trainers",
-    )
+    add_knobs(parser, own=True)
     add_measurement(parser, "--timeout")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.set_defaults(run=run)
