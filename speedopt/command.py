@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -58,10 +59,32 @@ def _newer(values: Mapping[Any, Any]) -> dict[str, Any]:
     return {k.name: k.parse(values[k.yolo]) for k in KNOBS.values() if k.newer and k.yolo is not None and k.yolo in values}
 
 
+#: The trainer's own no-eval switch, set for a user's model file or checkpoint as every Ultralytics job of speedopt
+#: runs (Ultralytics >= 8.4 then loads checkpoints weights-only with its allowlist and parses a model yaml's
+#: activation instead of eval()ing it; older releases ignore it): the printed command runs the file as the trials did.
+SAFE_LOAD = "ULTRALYTICS_SAFE_LOAD"
+
+
+def _safe_load(knobs: Knobs, weights: str | None) -> bool:
+    """Whether the run loads a file of the user's (a model .pt or .yaml, or a checkpoint to start from)."""
+    return knobs.model not in MODEL_SCALES or pretrained(knobs, weights) is not None
+
+
+def program_words(words: list[str]) -> list[str]:
+    """A shell command's words from its program on: the ``NAME=value`` words before it (the environment it runs in,
+    such as :data:`SAFE_LOAD`'s) left out."""
+    start = 0
+    while start < len(words) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[start]):
+        start += 1
+    return words[start:]
+
+
 def yolo_train(data: str, knobs: Knobs, device: str | None = None, epochs: int | None = None, weights: str | None = None) -> str:
     """The Ultralytics CLI command (``device=0,1`` runs DDP on several GPUs; ``weights``: ``pretrained=``, the
-    checkpoint the run starts from, as the study's quality probes did)."""
+    checkpoint the run starts from, as the study's quality probes did), after ``ULTRALYTICS_SAFE_LOAD=1`` where it
+    loads a file of the user's (:data:`SAFE_LOAD`)."""
     parts = [
+        *([f"{SAFE_LOAD}=1"] if _safe_load(knobs, weights) else []),
         "yolo",
         "detect",
         "train",
@@ -88,7 +111,8 @@ def python_train(data: str, knobs: Knobs, device: str | None = None, epochs: int
     if device and device != "cpu":
         args["device"] = device
     inner = ", ".join(f"{k}={v!r}" for k, v in args.items())
-    return f"from ultralytics import YOLO\n\nYOLO({model_argument(knobs.model)!r}).train({inner})"
+    safe = f"import os\n\nos.environ[{SAFE_LOAD!r}] = '1'  # your file loads as the trials loaded it\n\n" if _safe_load(knobs, weights) else ""
+    return f"{safe}from ultralytics import YOLO\n\nYOLO({model_argument(knobs.model)!r}).train({inner})"
 
 
 def gpus_of(device: object) -> int:
@@ -101,7 +125,7 @@ def gpus_of(device: object) -> int:
 
 def parse_yolo_train(command: str) -> TrainCommand:
     """Read a ``yolo detect train key=value ...`` command back into knobs."""
-    words = shlex.split(command.split(OPTIONAL)[0])  # a printed command may end in its optional changes' comment
+    words = program_words(shlex.split(command.split(OPTIONAL)[0]))  # a printed command may end in a comment
     if words[:3] != ["yolo", "detect", "train"]:
         raise UsageError(f"not a 'yolo detect train' command: {command!r}")
     values = dict(w.split("=", 1) for w in words[3:])

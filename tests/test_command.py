@@ -32,6 +32,31 @@ def test_every_printed_form_parses_back(knobs, device):
     assert (py.data, py.knobs, py.epochs, py.device) == (data, knobs, 300, device)
 
 
+@pytest.mark.parametrize("knobs, weights", [(Knobs(model="/w/my best.pt"), None), (Knobs(model="/w/mine.yaml"), None),
+                                             (Knobs(model="yolov5n"), "/w/last.pt")])
+def test_a_command_that_loads_a_users_file_runs_it_as_the_trials_did(knobs, weights, tmp_path):
+    """Issue 54 (left by round three): a printed Ultralytics command that loads a file of the user's (a model .pt or
+    .yaml, a checkpoint to start from) sets the trainer's no-eval switch, as every trial ran: pasted into a shell, the
+    trainer (a stand-in ``yolo`` on PATH, printing what it got) sees ULTRALYTICS_SAFE_LOAD=1; the Python form sets it
+    before ultralytics is imported; both read back. A built-in scale trained from scratch needs none."""
+    import os
+    import subprocess
+
+    line = command.yolo_train("d.yaml", knobs, weights=weights)
+    assert line.startswith("ULTRALYTICS_SAFE_LOAD=1 yolo detect train ")
+    stub = tmp_path / "yolo"
+    stub.write_text('#!/bin/sh\necho "safe=$ULTRALYTICS_SAFE_LOAD $1"\n')
+    stub.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "ULTRALYTICS_SAFE_LOAD"} | {"PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    ran = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True)
+    assert ran.stdout.strip() == "safe=1 detect", ran.stderr
+    assert command.parse_yolo_train(line).knobs == knobs
+    code = command.python_train("d.yaml", knobs, weights=weights)
+    assert code.index("os.environ['ULTRALYTICS_SAFE_LOAD'] = '1'") < code.index("from ultralytics import YOLO")
+    assert command.parse_python_train(code).knobs == knobs
+    assert "SAFE_LOAD" not in command.yolo_train("d.yaml", Knobs(model="yolov5n")) + command.python_train("d.yaml", Knobs(model="yolov5n"))
+
+
 def test_the_checkpoint_the_probes_started_from_is_in_every_form():
     # Verdicts judged by fine-tuning a checkpoint (a frozen backbone above all) hold for a run from it, not
     # from scratch: the printed command starts where the probes did, and reads back with it.

@@ -33,7 +33,7 @@ from typing import IO
 
 import yaml
 
-from speedopt import engines
+from speedopt import command, engines
 from speedopt.errors import UsageError
 from speedopt.isolation import log_tail, start
 from speedopt.offline import cache_dir, place_font
@@ -194,7 +194,8 @@ def _yolo_launch(rec: Recommendation, epochs: int, fraction: float | None, work:
             f"as the trials trained; this {epochs}-epoch run would resolve {' '.join(own) or 'another'}"
         )
     shown = shlex.join([*words, *added])
-    argv = [str(yolo), *words[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
+    # the printed environment (ULTRALYTICS_SAFE_LOAD for a file of the user's) is the engine's, set by offline_env
+    argv = [str(yolo), *command.program_words(words)[1:], *added, f"project={runs}", f"name={RUN_NAME}", "exist_ok=True"]
     # The run's folder is temporary and its Ultralytics settings private: the data.yaml it reads is
     # resolved here, as in the user's working directory (see speedopt.data.write_trainer_yaml).
     resolved = f"data={write_trainer_yaml(rec.data, work)}"

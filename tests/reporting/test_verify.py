@@ -25,6 +25,7 @@ from speedopt.reporting._trainer_run import (
     finished_at,
     launch,
     leading_count,
+    offline_env,
     parse_results,
     run_trainer,
 )
@@ -178,6 +179,23 @@ def test_the_classic_command_runs_its_module_on_a_leading_subset(demo_yaml, tmp_
     assert listed == everything[: len(everything) // 4] and started.train_images == len(listed) == 12
     assert subset["names"] == yaml.safe_load(open(demo_yaml))["names"]
     assert started.shown == rec.command(2) and started.results == tmp_path / "runs" / "verify" / "results.csv"
+
+
+def test_verify_runs_the_command_of_a_users_checkpoint_under_the_engines_safe_load(demo_yaml, tmp_path):
+    """The printed command for a user's checkpoint starts with ULTRALYTICS_SAFE_LOAD=1 (as the trials loaded it):
+    verify shows it so and runs the yolo executable itself, the switch in its environment, not as an argument."""
+    from tests.conftest import checkpoint_file
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    study, _ = _stored_study(demo_yaml, url)
+    mine = Knobs(model=str(checkpoint_file(tmp_path / "mine.pt")), imgsz=96, batch=8, workers=0, amp=False)
+    attrs = {"status": "ok", "images_per_s": 30.0, "config": mine.to_dict(), "feasible": True}
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=30.0, user_attrs=attrs))
+    rec = recommend(study)
+    started = launch(rec, 1, 0.5, tmp_path)
+    assert started.shown.startswith("ULTRALYTICS_SAFE_LOAD=1 yolo detect train ")
+    assert started.argv[0].endswith("/yolo") and started.argv[1:3] == ["detect", "train"]
+    assert not [w for w in started.argv if "SAFE_LOAD" in w] and offline_env(rec)["ULTRALYTICS_SAFE_LOAD"] == "1"
 
 
 def test_the_ultralytics_command_keeps_the_full_runs_mosaic(demo_yaml, tmp_path):
