@@ -121,10 +121,10 @@ def _labels_first(
     """The trainer's label cache of the full splits, built (or found valid) before the trial, as a search builds it
     before trial 0: a subset is then drawn from the images the trainer's label check keeps, and a DDP trial's ranks do
     not wait in a collective while rank 0 scans (they time out on a large set)."""
-    if not engines.get(request.engine, yolov5_dir=request.yolov5_dir).supports_label_cache:
+    if not request.engine_spec.engine.supports_label_cache:
         return request
     caches = measure.build_label_caches(
-        [request.data_yaml], request.engine, request.yolov5_dir, request.images_total, "speedopt trial", progress, on_wait
+        [request.data_yaml], request.engine_spec, request.images_total, "speedopt trial", progress, on_wait
     )
     if on_note:
         on_note(caches.summary())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from speedopt.engines._base import Dialect, Engine
 from speedopt.engines._registry import DEFAULT, EngineName, engine_class, get, words
@@ -27,12 +27,27 @@ class SpecRecord(TypedDict):
     yolov5_dir: str | None
 
 
+class Recorded(Protocol):
+    """A record that stores an engine spec as its two fields (a study's protocol, a job)."""
+
+    @property
+    def engine(self) -> EngineName: ...
+
+    @property
+    def yolov5_dir(self) -> str | None: ...
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """Which engine runs, and from which checkout of its trainer's code (None: the installed package)."""
 
     name: EngineName = DEFAULT
     checkout: str | None = None  # as given (``--yolov5-dir``, a record); :meth:`resolved` makes it absolute
+
+    @classmethod
+    def of(cls, record: Recorded) -> EngineSpec:
+        """The spec a record stores (the inverse of :meth:`record`)."""
+        return cls(record.engine, record.yolov5_dir)
 
     @cached_property
     def engine(self) -> Engine:

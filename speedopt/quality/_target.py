@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speedopt import defaults
+from speedopt.engines import EngineName
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 
@@ -16,7 +17,7 @@ class ProbeTarget:
 
     data: str
     dataset_id: str
-    engine: str
+    engine: EngineName
     yolov5_dir: str | None
     device: str
     copies: tuple[tuple[int, str], ...] = ()  # (imgsz, data.yaml) of the prepared copies data=resized trains on
