@@ -299,7 +299,7 @@ class Table(Runner):
         figures = {"map50": MAP50_95 * 1.5, "map50_95": MAP50_95, "images": 1}
         return JobOutcome(Status.OK, "", figures, 0.0, "", (), now, now)
 
-    def label_caches(self, yamls: Any, engine: Any, yolov5_dir: Any, images: int, owner: str, progress: Any = None, on_wait: Any = None) -> LabelCaches:
+    def label_caches(self, yamls: Any, engine_spec: Any, images: int, owner: str, progress: Any = None, on_wait: Any = None) -> LabelCaches:
         return LabelCaches()  # none built: the replayed trials run nothing that scans labels
 
 

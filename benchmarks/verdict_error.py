@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 
 from speedopt import quality
+from speedopt.engines import EngineSpec
 from speedopt.knobs import Knobs
 from speedopt.measure import JobOutcome, ProbeJob
 from speedopt.status import Status
@@ -111,7 +112,7 @@ class Script:
 def one_search(cell: Cell, rng: random.Random) -> tuple[bool, int, int]:
     """One simulated search: (recommended an accuracy change, probes run, confirmations started)."""
     policy = quality.Policy(mode="probe", max_loss=f"{cell.allowed}", risk=cell.risk)
-    target = quality.ProbeTarget("data.yaml", "sim", "ultralytics", None, "cpu", train_images=1000, run_epochs=cell.run_epochs)
+    target = quality.ProbeTarget("data.yaml", "sim", EngineSpec("ultralytics"), "cpu", train_images=1000, run_epochs=cell.run_epochs)
     judge = quality.Judge(policy, target, BASELINE, storage=None, owner="sim", run=Script(cell, rng, policy.budget))
     chosen = rng.sample(CANDIDATES, cell.count)
     best: float | None = BASE_IPS  # the baseline is feasible: a candidate is judged only when it is faster

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from speedopt import defaults, doctor, engines, measure, reporting, study
+from speedopt import defaults, doctor, measure, reporting, study
 from speedopt.engines import EngineName
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
@@ -80,16 +80,15 @@ def ceilings(
     jobs of the real trainer; with ``with_trial``, the full trial too, last, so its figure can be set
     against min(ceilings). ``progress`` hears each job's phases, its ``job`` set (data, compute, train)."""
     knobs = knobs or Knobs()
-    eng = engines.get(engine, yolov5_dir=yolov5_dir)
-    if not eng.supports_ceilings:
-        raise UsageError(f"the {engine} engine cannot measure ceilings; use --engine ultralytics or yolov5")
-    if knobs.gpus > 1:
-        raise UsageError(f"ceilings are measured on one GPU (gpus={knobs.gpus} asked): give --gpus 1")
-    notes: set[str] = set()
     options = measure.TrialOptions(
         steps=steps, max_steps=max_steps, warmup=warmup, timeout_s=timeout_s, device=device, engine=engine,
         yolov5_dir=yolov5_dir, ram_limit_gb=ram_limit_gb,
     )
+    if not options.engine_spec.engine.supports_ceilings:
+        raise UsageError(f"the {engine} engine cannot measure ceilings; use --engine ultralytics or yolov5")
+    if knobs.gpus > 1:
+        raise UsageError(f"ceilings are measured on one GPU (gpus={knobs.gpus} asked): give --gpus 1")
+    notes: set[str] = set()
 
     def prepare(asked: Knobs) -> measure.TrialRequest | TrialResult:
         request = measure.make_request(data, asked, options)
@@ -121,10 +120,10 @@ def _labels_first(
     """The trainer's label cache of the full splits, built (or found valid) before the trial, as a search builds it
     before trial 0: a subset is then drawn from the images the trainer's label check keeps, and a DDP trial's ranks do
     not wait in a collective while rank 0 scans (they time out on a large set)."""
-    if not engines.get(request.engine, yolov5_dir=request.yolov5_dir).supports_label_cache:
+    if not request.engine_spec.engine.supports_label_cache:
         return request
     caches = measure.build_label_caches(
-        [request.data_yaml], request.engine, request.yolov5_dir, request.images_total, "speedopt trial", progress, on_wait
+        [request.data_yaml], request.engine_spec, request.images_total, "speedopt trial", progress, on_wait
     )
     if on_note:
         on_note(caches.summary())
@@ -222,5 +221,5 @@ def verify(
     with study.storage_errors(storage):
         return reporting.verify(
             study.find_study(storage, name), epochs=epochs, fraction=fraction, timeout_s=timeout_s, note=progress,
-            on_wait=on_wait, yolov5_dir=yolov5_dir,
+            on_wait=on_wait, checkout=yolov5_dir,
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 from speedopt._trainer_args import model_argument, pretrained, train_py_args
 from speedopt.engines import DEFAULT as DEFAULT_ENGINE
-from speedopt.engines import Dialect
+from speedopt.engines import Dialect, EngineSpec
 from speedopt.errors import UsageError
 from speedopt.knobs import (
     CACHE_MODES,
@@ -299,11 +299,12 @@ def speedopt_trial(
     device: str,
     steps: int,
     warmup: int,
-    engine: str = DEFAULT_ENGINE,
-    yolov5_dir: str | None = None,
+    engine_spec: EngineSpec | None = None,
     max_steps: int | None = None,
 ) -> str:
-    """The `speedopt trial` command that measures this config again."""
+    """The `speedopt trial` command that measures this config again (``engine_spec``: the engine that measured it,
+    with its checkout; default: the command's default engine)."""
+    spec = engine_spec or EngineSpec()
     values = knobs.to_dict()
     flags = [
         word
@@ -326,8 +327,8 @@ def speedopt_trial(
     ]
     if max_steps is not None:
         parts += ["--max-steps", str(max_steps)]
-    if engine != DEFAULT_ENGINE:  # the command's default engine needs no flag
-        parts += ["--engine", engine]
-    if yolov5_dir:
-        parts += ["--yolov5-dir", yolov5_dir]
+    if spec.name != DEFAULT_ENGINE:  # the command's default engine needs no flag
+        parts += ["--engine", spec.name]
+    if spec.checkout:
+        parts += ["--yolov5-dir", spec.checkout]
     return shlex.join(parts)

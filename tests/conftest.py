@@ -75,16 +75,17 @@ def shared_warm_worker(engine: str = "ultralytics") -> Any:
     the session; None where it cannot start (jobs then run cold). A search in another environment, or on a
     checkout (``--yolov5-dir``), starts its own."""
     from speedopt import engines
+    from speedopt.engines import EngineSpec
     from speedopt.measure import _warm
     from speedopt.offline import cache_dir
 
     env = engines.get(engine).environment(cache_dir())
     worker = _SHARED.get(engine)
-    if worker is None or not worker.matches(engine, None, env):
+    if worker is None or not worker.matches(EngineSpec(engines.engine_name(engine)), env):
         if worker is not None:
             worker.close()
         try:
-            worker = _warm.start(engine, None, env)
+            worker = _warm.start(EngineSpec(engines.engine_name(engine)), env)
         except (OSError, RuntimeError):
             worker = None
         _SHARED[engine] = worker

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from speedopt import command
+from speedopt.engines import EngineSpec
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from tests.conftest import checkpoint_file
@@ -165,7 +166,7 @@ def test_parse_rejects_what_is_not_a_classic_config(text, says):
 
 def test_speedopt_trial_names_the_engine():
     knobs = Knobs(model="yolov5n", imgsz=128, batch=4, workers=0, amp=False)
-    text = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1, engine="yolov5", yolov5_dir="/src/yolov5")
+    text = command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1, engine_spec=EngineSpec("yolov5", "/src/yolov5"))
     assert text.endswith("--engine yolov5 --yolov5-dir /src/yolov5")
     assert "--engine" not in command.speedopt_trial("d.yaml", knobs, "cpu", 3, 1)
 

@@ -1,13 +1,11 @@
 """Trainer engines: one file each, behind :class:`Engine`.
 
-Engine modules are imported by name on demand (:func:`get`), and import their trainer only inside
-their methods, so importing speedopt never imports a trainer.
+Engine modules are imported by name on demand (:func:`get`, :mod:`speedopt.engines._registry`), and import their
+trainer only inside their methods, so importing speedopt never imports a trainer. A command resolves its engine
+once, as an :class:`EngineSpec` (the engine's name and its checkout), and carries that.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import Literal, get_args
 
 from speedopt.engines._base import (
     MODES,
@@ -22,54 +20,10 @@ from speedopt.engines._base import (
     TrainRun,
 )
 from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank
+from speedopt.engines._registry import DEFAULT, NAMES, EngineName, engine_class, engine_name, get, words
 from speedopt.engines._silent import WATCHED as SILENT_STATUS
-from speedopt.engines._words import Words, words_of
-from speedopt.errors import UsageError
-
-Trainer = Literal["ultralytics", "yolov5"]  # the trainers a user picks
-EngineName = Literal[Trainer, "standin"]  # and the stand-in: speedopt's own test double (tests/, benchmarks/)
-
-_ENGINES: dict[EngineName, tuple[str, str]] = {
-    "ultralytics": ("speedopt.engines.ultralytics", "UltralyticsEngine"),
-    "yolov5": ("speedopt.engines.yolov5", "Yolov5Engine"),
-    "standin": ("speedopt.engines.standin", "StandinEngine"),  # a tiny net: speedopt's own checks (DDP on CPU)
-}
-
-DEFAULT: Trainer = "ultralytics"  # the engine a command runs when it names none (--engine's default)
-NAMES: tuple[Trainer, ...] = get_args(Trainer)  # offered to the user; the stand-in is accepted, never listed
-_ALL: tuple[EngineName, ...] = get_args(EngineName)
-
-
-def engine_name(text: str) -> EngineName:
-    """``text`` as an engine's name; UsageError naming the trainers when no engine has it (the stand-in unlisted)."""
-    for name in _ALL:
-        if text == name:
-            return name
-    raise UsageError(f"unknown engine {text!r}; available: {', '.join(NAMES)}")
-
-
-def engine_class(name: str) -> type[Engine]:
-    """The class of the engine called ``name``, not built: what it declares (its :data:`Dialect`, its
-    ``supports_*`` flags) read without checking a checkout; importing it imports no trainer."""
-    module, cls = _ENGINES[engine_name(name)]
-    found: type[Engine] = getattr(importlib.import_module(module), cls)
-    return found
-
-
-def get(name: str, yolov5_dir: str | None = None) -> Engine:
-    """Instantiate the engine called ``name``; ``yolov5_dir`` is the classic engine's checkout (optional)."""
-    built = engine_class(name)
-    if name == "yolov5":
-        return built(yolov5_dir)  # type: ignore[call-arg]
-    if yolov5_dir:
-        raise UsageError(f"--yolov5-dir is for --engine yolov5 only (this is --engine {name})")
-    return built()
-
-
-def words(name: str) -> Words:
-    """What a user types to the trainer of the engine called ``name``: its dialect's :class:`Words`."""
-    return words_of(engine_class(name).dialect)
-
+from speedopt.engines._spec import EngineSpec
+from speedopt.engines._words import Words
 
 __all__ = [
     "MODES",
@@ -79,6 +33,7 @@ __all__ = [
     "Engine",
     "EngineName",
     "EngineReport",
+    "EngineSpec",
     "LabelCacheBuild",
     "NAMES",
     "ProbeRun",

@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     publish(phase="setup")
     figures: dict[str, Any] = {}
     try:
-        engine = engines.get(job.engine, yolov5_dir=job.yolov5_dir)
+        engine = job.engine_spec.engine
         engine.prepare(Path(job.cache_dir))
         apply(engine.torch_threads(start.omp_env, start.torch_default))  # the printed command's threads, cold or warm
         status, message = Status.OK, execute(job, engine, workdir, figures, publish)

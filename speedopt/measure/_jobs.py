@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 from speedopt import defaults
-from speedopt.engines import LabelCacheBuild, ProbeScores, SplitLabels
+from speedopt.engines import EngineName, EngineSpec, LabelCacheBuild, ProbeScores, SplitLabels
 from speedopt.knobs import Knobs
 from speedopt.measure._request import TrialRequest
 from speedopt.status import Status
@@ -25,7 +25,7 @@ from speedopt.status import Status
 class _EngineJob:
     """What a probe and a validation pass share: the engine, the data, the knobs, the device."""
 
-    engine: str
+    engine: EngineName
     yolov5_dir: str | None
     data_yaml: str
     knobs: Knobs
@@ -33,6 +33,10 @@ class _EngineJob:
     timeout_s: float
     cache_dir: str
     weights: str | None = None  # a local checkpoint to start from (None: from scratch)
+
+    @property
+    def engine_spec(self) -> EngineSpec:
+        return EngineSpec.of(self)
 
 
 @dataclass(frozen=True)
@@ -65,11 +69,15 @@ class LabelsJob:
     kind: ClassVar[str] = "labels"
     timeout_flag: ClassVar[str] = "the label-cache timeout"
 
-    engine: str
+    engine: EngineName
     yolov5_dir: str | None
     data_yaml: str
     timeout_s: float
     cache_dir: str
+
+    @property
+    def engine_spec(self) -> EngineSpec:
+        return EngineSpec.of(self)
 
 
 Job: TypeAlias = TrialRequest | ProbeJob | ValidateJob | LabelsJob

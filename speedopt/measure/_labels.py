@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from speedopt.engines import LabelCacheBuild, SplitLabels
+from speedopt.engines import EngineSpec, LabelCacheBuild, SplitLabels
 from speedopt.measure._jobs import LabelsJob
 from speedopt.measure._progress import Progress
 from speedopt.measure._runner import run_job
@@ -109,8 +109,7 @@ class LabelCaches:
 
 def build_label_caches(
     yamls: Sequence[str],
-    engine: str,
-    yolov5_dir: str | None,
+    engine_spec: EngineSpec,
     images: int,
     owner: str,
     progress: Progress | None = None,
@@ -122,7 +121,7 @@ def build_label_caches(
     """
     builds, failures = [], []
     for yaml in dict.fromkeys(yamls):
-        job = LabelsJob(engine, yolov5_dir, yaml, labels_timeout_s(images), str(cache_dir()))
+        job = LabelsJob(**engine_spec.record(), data_yaml=yaml, timeout_s=labels_timeout_s(images), cache_dir=str(cache_dir()))
         outcome = run_job(job, owner, progress, on_wait)
         build = outcome.labels()
         if build is None:

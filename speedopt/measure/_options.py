@@ -9,10 +9,9 @@ in one place, :meth:`TrialOptions.check`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from speedopt import defaults, engines
-from speedopt.engines import Engine, EngineName
+from speedopt import defaults
+from speedopt.engines import Engine, EngineName, EngineSpec
 from speedopt.errors import UsageError
 from speedopt.measure._checks import positive
 
@@ -42,7 +41,7 @@ class TrialOptions:
         positive(self.timeout_s, timeout_flag, "seconds")
         if self.ram_limit_gb is not None:
             positive(self.ram_limit_gb, "--ram-limit", "GiB")
-        engine = engines.get(self.engine, yolov5_dir=self.yolov5_dir)
+        engine = self.engine_spec.engine
         if engine.version() is None:
             hint = engine.install_hint or f"pip install {self.engine}"
             raise UsageError(f"the {self.engine} trainer is not installed; {hint}")
@@ -59,6 +58,11 @@ class TrialOptions:
         return None if self.ram_limit_gb is None else int(self.ram_limit_gb * 2**30)
 
     @property
+    def engine_spec(self) -> EngineSpec:
+        """The engine these options name, its checkout as given (:meth:`EngineSpec.resolved`: made absolute)."""
+        return EngineSpec.of(self)
+
+    @property
     def checkout(self) -> str | None:
         """The classic engine's checkout as an absolute path (None: the yolov5 package)."""
-        return str(Path(self.yolov5_dir).expanduser().resolve()) if self.yolov5_dir else None
+        return self.engine_spec.resolved().checkout

@@ -11,7 +11,7 @@ from typing import ClassVar
 from speedopt import defaults, machine
 from speedopt import knobs as knobs_mod
 from speedopt.data import Dataset, load
-from speedopt.engines import EngineName, SplitLabels
+from speedopt.engines import EngineName, EngineSpec, SplitLabels
 from speedopt.isolation import check_lock, manifest_dir
 from speedopt.knobs import Knobs
 from speedopt.measure._checks import adjust_to_device, disk_cache_refusal, gpus_refusal, ram_cache_refusal
@@ -49,6 +49,10 @@ class TrialRequest:
     label_caches: tuple[SplitLabels, ...] = ()  # the full splits' label caches the study built for data_yaml
     mode: str = "train"  # what is clocked: the trainer's steps, or one of its ceilings (speedopt.engines.MODES)
     optimizer: str = "auto"  # the user's run's optimizer argument: auto (the trainer's choice for the run), or one named
+
+    @property
+    def engine_spec(self) -> EngineSpec:
+        return EngineSpec.of(self)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -111,8 +115,7 @@ def make_request(
         knobs=knobs,
         requested=requested,
         device=dev,
-        engine=options.engine,
-        yolov5_dir=options.checkout,
+        **options.engine_spec.resolved().record(),
         steps=steps,
         warmup=warmup,
         timeout_s=options.timeout_s,

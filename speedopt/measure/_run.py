@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.isolation import measuring, npy_manifest, recorded_npy, sweep
 from speedopt.knobs import Knobs
@@ -77,7 +76,7 @@ def unmeasured(request: TrialRequest, status: Status, message: str) -> TrialResu
         requested=request.requested,
         device=request.device,
         engine=request.engine,
-        engine_version=engines.get(request.engine, yolov5_dir=request.yolov5_dir).version(),
+        engine_version=request.engine_spec.engine.version(),
         notes=request.notes,
         steps=request.steps,
         warmup=request.warmup,

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speedopt import engines
 from speedopt.errors import UsageError
 from speedopt.isolation import (
     PARENT_ENV,
@@ -74,7 +73,7 @@ def run_job(
     if refused is not None:  # nothing starts: the outcome says why
         now = time.time()
         return JobOutcome(Status.ERROR, refused, {}, 0.0, "", (), now, now)
-    env = engines.get(job.engine, yolov5_dir=job.yolov5_dir).environment(Path(job.cache_dir))
+    env = job.engine_spec.engine.environment(Path(job.cache_dir))
     with measuring(owner, on_wait=on_wait):
         sweep()
         sweep_launches()  # ranks of a launch whose guard and starter were killed at once
@@ -138,7 +137,7 @@ def _run_child(job: Job, env: dict[str, str], progress: Progress | None) -> _Exi
         temp, sockets = _temp_for(workdir, Path(job.cache_dir) / "torchinductor" if job.cache_dir else None)
         env = {**env, **temp}
         forward = _Forward(workdir, progress)
-        warm = None if nproc > 1 else current(job.engine, job.yolov5_dir, base_env)
+        warm = None if nproc > 1 else current(job.engine_spec, base_env)
         if nproc > 1:
             timed_out, code = run_ranks(nproc, workdir, env, job.timeout_s, forward)
             result = None if timed_out else merge_ranks(workdir, nproc)

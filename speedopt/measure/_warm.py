@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from speedopt.data import resolution_env
+from speedopt.engines import EngineName, EngineSpec
 from speedopt.isolation import PARENT_ENV, ForkServer, Job
 from speedopt.isolation import start as start_job
 
@@ -43,8 +44,7 @@ _CURRENT: contextvars.ContextVar[WarmWorker | None] = contextvars.ContextVar("sp
 class WarmWorker:
     """The parent's handle on a running warm worker: its process and its socket (a fork server)."""
 
-    engine: str
-    yolov5_dir: str | None
+    engine_spec: EngineSpec  # the engine it imported, from its checkout
     env: dict[str, str]
     process: subprocess.Popen[bytes]
     sock: socket.socket
@@ -58,8 +58,8 @@ class WarmWorker:
     def alive(self) -> bool:
         return self.server.alive()
 
-    def matches(self, engine: str, yolov5_dir: str | None, env: dict[str, str]) -> bool:
-        if (engine, yolov5_dir) != (self.engine, self.yolov5_dir):
+    def matches(self, engine_spec: EngineSpec, env: dict[str, str]) -> bool:
+        if engine_spec != self.engine_spec:
             return False
         per_job = resolution_env().keys()  # where a job resolves data.yaml from: each gets its own at its fork
         return _without(env, per_job) == _without(self.env, per_job) and self.alive()
@@ -79,17 +79,17 @@ class WarmWorker:
         self.server.close(grace_s=5.0)
 
 
-def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: float = 120.0) -> WarmWorker:
-    """Start a warm worker for ``engine`` with the engine's job environment ``env``; ready when it returns."""
+def start(engine_spec: EngineSpec, env: dict[str, str], timeout_s: float = 120.0) -> WarmWorker:
+    """Start a warm worker for ``engine_spec`` with the engine's job environment ``env``; ready when it returns."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     started = time.monotonic()
-    args = [sys.executable, "-m", "speedopt.measure._warm", str(theirs.fileno()), engine, yolov5_dir or ""]
+    args = [sys.executable, "-m", "speedopt.measure._warm", str(theirs.fileno()), engine_spec.name, engine_spec.checkout or ""]
     job = start_job(args, cwd=None, env={**os.environ, **env, PARENT_ENV: str(os.getpid())}, stderr=subprocess.PIPE,
                     pass_fds=(theirs.fileno(),))
     theirs.close()
     assert job.proc is not None  # started cold
     process = job.proc
-    worker = WarmWorker(engine, yolov5_dir, dict(env), process, ours, 0.0)
+    worker = WarmWorker(engine_spec, dict(env), process, ours, 0.0)
     try:
         ready = worker.server.read(timeout_s)
     except BaseException:  # Ctrl-C while it imports: it goes with us
@@ -105,13 +105,16 @@ def start(engine: str, yolov5_dir: str | None, env: dict[str, str], timeout_s: f
 
 @contextlib.contextmanager
 def warm_worker(
-    engine: str = "ultralytics",
+    engine: EngineName | EngineSpec = "ultralytics",
     yolov5_dir: str | None = None,
     env: dict[str, str] | None = None,
     on_start: Callable[[], None] | None = None,
     enabled: bool = True,
 ) -> Iterator[WarmWorker | None]:
     """Jobs of ``engine`` in the block run forked from one warm worker (None, and cold jobs, when it cannot start).
+
+    ``engine``: an engine's name (``yolov5_dir``: the classic engine's checkout), or an
+    :class:`~speedopt.engines.EngineSpec` that names both.
 
     Inside a block that already has a matching worker (the same engine, code and engine environment,
     whatever working folder each search runs in: :func:`current`) the block uses that one and starts
@@ -120,23 +123,25 @@ def warm_worker(
     ``env``: the engine's job environment (default: its own, as a search's jobs get). ``on_start()`` is called before one starts. ``enabled=False``: every
     job in the block starts a fresh Python, even inside another block.
     """
+    if isinstance(engine, EngineSpec) and yolov5_dir is not None:
+        raise TypeError("give the checkout in the EngineSpec, not as yolov5_dir beside it")
+    spec = engine if isinstance(engine, EngineSpec) else EngineSpec(engine, yolov5_dir)
     if env is None:
-        from speedopt import engines
         from speedopt.offline import cache_dir
 
-        env = engines.get(engine, yolov5_dir=yolov5_dir).environment(cache_dir())
+        env = spec.engine.environment(cache_dir())
     if not enabled:
         with using(None):
             yield None
         return
-    running = current(engine, yolov5_dir, env)
+    running = current(spec, env)
     if running is not None:
         yield running
         return
     if on_start is not None:
         on_start()
     try:
-        worker: WarmWorker | None = start(engine, yolov5_dir, env)
+        worker: WarmWorker | None = start(spec, env)
     except (OSError, RuntimeError):  # jobs run cold
         worker = None
     try:
@@ -168,10 +173,10 @@ def _without(env: dict[str, str], keys: Iterable[str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in drop}
 
 
-def current(engine: str, yolov5_dir: str | None, env: dict[str, str]) -> WarmWorker | None:
-    """The warm worker for a job of ``engine`` with ``env`` here, if one runs."""
+def current(engine_spec: EngineSpec, env: dict[str, str]) -> WarmWorker | None:
+    """The warm worker for a job of ``engine_spec`` with ``env`` here, if one runs."""
     worker = _CURRENT.get()
-    return worker if worker is not None and worker.matches(engine, yolov5_dir, env) else None
+    return worker if worker is not None and worker.matches(engine_spec, env) else None
 
 
 # -- the worker process ------------------------------------------------------------------------------
@@ -185,7 +190,7 @@ def _run(workdir: Path) -> None:
 
 
 def _main(argv: list[str]) -> int:
-    fd, engine_name, yolov5_dir = int(argv[0]), argv[1], argv[2] or None
+    fd, name, checkout = int(argv[0]), argv[1], argv[2] or None
     from speedopt.isolation import die_with
 
     die_with(int(os.environ[PARENT_ENV]))
@@ -195,7 +200,7 @@ def _main(argv: list[str]) -> int:
     _threads.at_start()  # before the trainer's imports set OMP_NUM_THREADS; every forked job inherits it
     _clock.preload()
 
-    engines.get(engine_name, yolov5_dir=yolov5_dir).preload()
+    EngineSpec(engines.engine_name(name), checkout).engine.preload()
     sock = socket.socket(fileno=fd)
     sock.send(json.dumps({"ready": 1}).encode())
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # nobody reads its pipe from now on; each job logs to its own file

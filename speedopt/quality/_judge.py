@@ -101,7 +101,7 @@ class Judge:
             keyed = {**sig, "data": f"resized-{self.target.copy_format}"} if "data" in sig else sig  # jpg and png differ
             budgeted = replace(self.policy, epochs=budget.epochs, fraction=budget.fraction)
             known = self._keys[(knobs, seed, budget)] = cache_key(
-                self.target.dataset_id, keyed, budgeted, seed, self.target.engine, self.target.run_epochs
+                self.target.dataset_id, keyed, budgeted, seed, self.target.engine_spec.name, self.target.run_epochs
             )
         return known
 
@@ -132,8 +132,7 @@ class Judge:
     def _probe(self, knobs: Knobs, seed: int, budget: ProbeBudget) -> ProbeResult:
         sig = signature(knobs)
         job = ProbeJob(
-            engine=self.target.engine,
-            yolov5_dir=self.target.yolov5_dir,
+            **self.target.engine_spec.record(),
             data_yaml=self.target.data_yaml(knobs),
             knobs=self._probe_knobs(knobs),
             device=self.target.device,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speedopt import defaults
+from speedopt.engines import EngineSpec
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 
@@ -16,8 +17,7 @@ class ProbeTarget:
 
     data: str
     dataset_id: str
-    engine: str
-    yolov5_dir: str | None
+    engine_spec: EngineSpec
     device: str
     copies: tuple[tuple[int, str], ...] = ()  # (imgsz, data.yaml) of the prepared copies data=resized trains on
     copy_format: str = ""  # their format (jpg, png, npy): part of a resized signature's cache key

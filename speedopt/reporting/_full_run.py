@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from speedopt import engines
 from speedopt.knobs import Knobs
 from speedopt.measure import MOSAIC_OFF, Ceiling, ValidationTime
 from speedopt.reporting._projection import MosaicOff, Projection, label_build_for, prepare_s_for, project
@@ -27,11 +26,11 @@ def projections(
     assert p is not None
     out: dict[int, Projection | None] = {}
     notes = []
-    if measure_validation and not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_validation_timing:
+    engine = p.engine_spec.engine
+    if measure_validation and not engine.supports_validation_timing:
         notes.append(f"the {p.engine} engine cannot time a validation pass: validation is left out of the totals")
         measure_validation = False
     finals = result.finals
-    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
     off = engine.mosaic_off_epochs(epochs)
     for r in pair:
         if r is None or not r.result.ok or r.number in out:

@@ -67,7 +67,7 @@ class Recommendation:
     @property
     def words(self) -> engines.Words:
         """What the user types to the study's trainer: its dialect's words (its engine says which)."""
-        return engines.words(self.protocol.engine)
+        return self.protocol.engine_spec.words
 
     def command(self, epochs: int | None = None, device: str | None = None) -> str:
         """The training command in the study's dialect (``device`` "0,1": the multi-GPU form)."""
@@ -106,12 +106,12 @@ class Recommendation:
         """Where the command runs: the classic checkout, or anywhere for Ultralytics."""
         if self.words.checkout_or is None:
             return ""
-        return f"in {self.protocol.yolov5_dir or self.words.checkout_or}"
+        return f"in {self.protocol.engine_spec.checkout or self.words.checkout_or}"
 
     @property
     def stand_in(self) -> str | None:
         """Why there is no training command (a stand-in engine measured the study), else None."""
-        if engines.get(self.protocol.engine, yolov5_dir=self.protocol.yolov5_dir).trains_yolov5:
+        if self.protocol.engine_spec.engine.trains_yolov5:
             return None
         return (
             f"no training command: the {self.protocol.engine} engine trains a tiny stand-in net, not YOLOv5 (it measured "
@@ -120,14 +120,13 @@ class Recommendation:
 
     def problems(self) -> tuple[str, ...]:
         """Why the printed command may fail in this environment although the trials ran (the engine says)."""
-        return engines.get(self.protocol.engine, yolov5_dir=self.protocol.yolov5_dir).command_problems()
+        return self.protocol.engine_spec.engine.command_problems()
 
     def measure_again(self) -> str:
         """The ``speedopt trial`` command that measures this config again."""
         p = self.protocol
         return command.speedopt_trial(
-            self.data, self.knobs, p.device, p.steps, p.warmup, engine=p.engine, yolov5_dir=p.yolov5_dir,
-            max_steps=p.max_steps,
+            self.data, self.knobs, p.device, p.steps, p.warmup, engine_spec=p.engine_spec, max_steps=p.max_steps,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def command_section(rec: Recommendation | None, epochs: int) -> list[str]:
     if rec.stand_in:
         lines += [rec.stand_in + ".", ""]
     else:
-        where = rec.protocol.yolov5_dir or rec.words.checkout
+        where = rec.protocol.engine_spec.checkout or rec.words.checkout
         lines += ([f"In {where}:", ""] if where else []) + ["```bash", rec.command_line(epochs), "```", ""]
         lines += ["```python", rec.python(epochs), "```", ""] if rec.words.python_form else []
     problems = rec.problems()
@@ -53,9 +53,10 @@ def gives_up(baseline: Knobs, knobs: Knobs) -> list[str]:
 
 def honoured_section(p: StudyProtocol) -> list[str]:
     """Which knobs the trainer's own command honours on this device (the rest run a fixed value)."""
-    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    spec = p.engine_spec
+    engine = spec.engine
     fixed, accepted, rules = engine.fixed_knobs(p.device), engine.accepted(p.device), engine.silent_rules()
-    entry = engines.words(p.engine).entry
+    entry = spec.words.entry
     lines = [f"## Knobs the real run honours (`{entry}` on device `{p.device}`)", "",
              "| knob | honoured | what the real run does |", "|---|---|---|"]
     for knob in KNOB_NAMES:

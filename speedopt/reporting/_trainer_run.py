@@ -213,7 +213,8 @@ def _train_py_launch(rec: Recommendation, epochs: int, fraction: float | None, w
     words = shlex.split(rec.command(epochs))
     notes: list[str] = []
     script = words.index("train.py")
-    entry = [str(Path(rec.protocol.yolov5_dir) / "train.py")] if rec.protocol.yolov5_dir else ["-m", "yolov5.train"]
+    checkout = rec.protocol.engine_spec.checkout  # a study's own, or the one verify's caller named (never an import's)
+    entry = [str(Path(checkout) / "train.py")] if checkout else ["-m", "yolov5.train"]
     argv = [sys.executable, *words[1:script], *entry, *words[script + 1 :]]
     if fraction is not None:
         subset, count = subset_yaml(rec.data, count, work)
@@ -222,8 +223,8 @@ def _train_py_launch(rec: Recommendation, epochs: int, fraction: float | None, w
     else:
         argv[argv.index("--data") + 1] = str(write_trainer_yaml(rec.data, work))  # resolved, as in _yolo_launch
     argv += ["--project", str(runs), "--name", RUN_NAME, "--exist-ok"]
-    if rec.protocol.yolov5_dir:
-        notes.append(f"ran {Path(rec.protocol.yolov5_dir) / 'train.py'} (the checkout the command runs in) from a temporary folder")
+    if checkout:
+        notes.append(f"ran {Path(checkout) / 'train.py'} (the checkout the command runs in) from a temporary folder")
     else:
         notes.append("ran as python -m yolov5.train (the yolov5 package) with the printed flags")
     return Launch(argv, rec.command(epochs), runs / RUN_NAME / "results.csv", count, tuple(notes))
@@ -341,7 +342,7 @@ def ending(seen: Seen, epochs: int, timeout_s: float) -> tuple[Status, str]:
 def offline_env(rec: Recommendation) -> dict[str, str]:
     """The engine's offline environment, with a local font in each private config folder it names."""
     cache = cache_dir()
-    env = engines.get(rec.protocol.engine, yolov5_dir=rec.protocol.yolov5_dir).environment(cache)
+    env = rec.protocol.engine_spec.engine.environment(cache)
     if "YOLO_CONFIG_DIR" in env:  # Ultralytics looks for Arial.ttf in $YOLO_CONFIG_DIR/Ultralytics
         place_font(Path(env["YOLO_CONFIG_DIR"]) / "Ultralytics")
     if "YOLOV5_CONFIG_DIR" in env:  # the classic code looks in $YOLOV5_CONFIG_DIR itself

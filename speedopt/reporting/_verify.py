@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from speedopt import engines
+from speedopt.engines import EngineSpec
 from speedopt.errors import UsageError
 from speedopt.isolation import measuring, private_folder
 from speedopt.knobs import check_loads
@@ -207,16 +207,18 @@ def _predicted_images_per_s(rec: Recommendation) -> tuple[float, str]:
 
 def _warmup_epochs(rec: Recommendation, epochs: int, train_images: int) -> int:
     """The leading epochs of a run of ``epochs`` that lie (even in part) in the trainer's warm-up."""
-    engine = engines.get(rec.protocol.engine, yolov5_dir=rec.protocol.yolov5_dir)
+    engine = rec.protocol.engine_spec.engine
     return math.ceil(engine.warmup_epochs(epochs, math.ceil(train_images / rec.knobs.batch)) - 1e-9)
 
 
-def _with_checkout(rec: Recommendation, yolov5_dir: str) -> Recommendation:
+def _with_checkout(rec: Recommendation, checkout: str) -> Recommendation:
     """The recommendation run from the user's own yolov5 checkout (checked to be one: UsageError otherwise)."""
-    root = engines.get(rec.protocol.engine, yolov5_dir=yolov5_dir).checkout  # checked: a clone of ultralytics/yolov5
+    spec = EngineSpec(rec.protocol.engine, checkout)
+    root = spec.engine.checkout  # checked: a clone of ultralytics/yolov5
     if root is None:
         raise UsageError(f"--yolov5-dir is for a study of the classic yolov5 engine; study {rec.study!r} ran {rec.protocol.engine}")
-    return dataclasses.replace(rec, protocol=dataclasses.replace(rec.protocol, yolov5_dir=str(root)))
+    ran = EngineSpec(spec.name, str(root))
+    return dataclasses.replace(rec, protocol=dataclasses.replace(rec.protocol, **ran.record()))
 
 
 def check_verify_options(epochs: int, fraction: float | None, timeout_s: float | None) -> None:
@@ -236,7 +238,7 @@ def verify(
     timeout_s: float | None = None,
     note: Note | None = None,
     on_wait: Note | None = None,
-    yolov5_dir: str | None = None,
+    checkout: str | None = None,
 ) -> Verification:
     """Run the study's recommended command for ``epochs`` epochs and compare with its prediction.
 
@@ -244,8 +246,8 @@ def verify(
     :func:`default_timeout`) stops the run. ``note`` hears progress (epoch N/E as results appear);
     ``on_wait`` hears that the host lock is held by another measurement. The result is stored in the
     study (:func:`speedopt.study.schema.write_verification`) and returned; a failed run ends in its status, never an exception.
-    ``yolov5_dir``: the user's yolov5 checkout a classic study runs (an imported study names none: an export's checkout
-    is never run). UsageError for bad options or a study without a recommendation.
+    ``checkout``: the user's yolov5 checkout a classic study runs (``--yolov5-dir``; an imported study names none: an
+    export's checkout is never run). UsageError for bad options or a study without a recommendation.
     """
     check_verify_options(epochs, fraction, timeout_s)
     if fraction == 1.0:
@@ -253,8 +255,8 @@ def verify(
     rec = recommend(study)
     if rec is None:
         raise UsageError(f"study {study.study_name!r} has no recommendation yet (no feasible trial measured ok); run speedopt search first")
-    if yolov5_dir is not None:
-        rec = _with_checkout(rec, yolov5_dir)
+    if checkout is not None:
+        rec = _with_checkout(rec, checkout)
     # A study may come from elsewhere: a .pt it names as its model, and the checkpoint its command starts
     # from (pretrained=), are inspected before a trainer loads them.
     check_loads(rec.knobs.model, rec.weights)

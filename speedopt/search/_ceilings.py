@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speedopt import engines
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, Ceilings, TrialRequest, TrialResult, measure_ceilings, measure_mosaic_off
 from speedopt.search._objective import Inputs, measure, request_for
@@ -54,7 +53,7 @@ def ceilings_of(
     """The ceilings of ``knobs`` (as run; both, or ``kinds``), found in the study or measured now (``fresh``: now
     whatever it holds) (None: the engine has none, or a multi-GPU config: ceilings are measured on one GPU)."""
     p = plan.protocol
-    if knobs.gpus > 1 or not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings:
+    if knobs.gpus > 1 or not p.engine_spec.engine.supports_ceilings:
         return None
     return found_or_measured(
         study, knobs, lambda asked: request_for(plan, asked, inputs), lambda request: measure(plan, request, view, inputs), kinds,
@@ -66,7 +65,7 @@ def mosaic_off_of(plan: SearchPlan, study: optuna.Study, knobs: Knobs, view: Vie
     """The loader of ``knobs`` (as run) with mosaic off, for the projection of the run's last epochs: found in the
     study or measured now and stored there (None: the engine turns mosaic off in no epoch, or has no ceilings)."""
     p = plan.protocol
-    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    engine = p.engine_spec.engine
     if knobs.gpus > 1 or not engine.supports_ceilings or not engine.mosaic_off_epochs(p.epochs):
         return None
 

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from speedopt import defaults, engines
+from speedopt import defaults
 from speedopt.data import load
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceilings, JobOutcome, ValidateJob, ValidationTime, no_new_npy, run_job
@@ -57,7 +57,7 @@ def ends(plan: SearchPlan, study: optuna.Study, view: View, inputs: Inputs) -> N
                 "(a ceiling is one short job at one moment; on a shared machine the load moves between jobs)"
             )
             ceilings_of(plan, study, record.config, view, inputs, kinds=again, fresh=True)
-    engine = engines.get(p.engine, yolov5_dir=p.yolov5_dir)
+    engine = p.engine_spec.engine
     off = engine.mosaic_off_epochs(p.epochs)
     if off:
         view.note(f"the loader with mosaic off, as the trainer runs the last {off} epochs (found, or measured now), for the projection")
@@ -117,8 +117,7 @@ def validation_time(
     if stored is not None:
         return ValidationTime(stored["val_s"], stored["val_images"], stored["save_s"])
     job = ValidateJob(
-        engine=protocol.engine,
-        yolov5_dir=protocol.yolov5_dir,
+        **protocol.engine_spec.record(),
         data_yaml=protocol.data_yaml(knobs),
         knobs=knobs,
         device=protocol.device,

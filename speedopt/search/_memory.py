@@ -74,7 +74,7 @@ def _fit(
     say(f"memory: fitting {key} at batch {batches[0]} and {batches[1]} (two short trials)")
     options = TrialOptions(
         steps=memory.FIT_STEPS, max_steps=memory.FIT_STEPS, warmup=1, timeout_s=p.trial_timeout_s, device=p.device,
-        engine=request.engine, yolov5_dir=p.yolov5_dir,
+        **p.engine_spec.record(),
     )
     for batch in batches:
         knobs = memory.fit_knobs(request.knobs, request.device, batch)

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from speedopt import engines
 from speedopt.data import Dataset, load
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
@@ -86,13 +85,13 @@ def label_caches(plan: SearchPlan, study: optuna.Study, view: View, yamls: Seque
     if stored is not None:
         return stored
     p = plan.protocol
-    if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_label_cache:
+    if not p.engine_spec.engine.supports_label_cache:
         return LabelCaches()
     images = p.dataset.train_images + p.dataset.val_images
     what = f"{images} images (train and val)" + (f" in each of {len(yamls)} data.yamls (the dataset and its prepared copies)" if len(yamls) > 1 else "")
     view.note(f"building the trainer's label cache once for {what}, before the first trial")
     caches = (runner or Runner()).label_caches(
-        yamls, p.engine, p.yolov5_dir, images, plan.study_name, progress=view.trial_progress, on_wait=view.note
+        yamls, p.engine_spec, images, plan.study_name, progress=view.trial_progress, on_wait=view.note
     )
     schema.write_labels(study, caches)
     view.note(caches.summary())

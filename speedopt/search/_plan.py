@@ -17,7 +17,7 @@ from typing import Any
 
 from speedopt import defaults, machine
 from speedopt.data import Dataset, PrepareFormat, fingerprint, load
-from speedopt.engines import Engine, engine_class, engine_name
+from speedopt.engines import Engine, engine_class
 from speedopt.errors import UsageError
 from speedopt.isolation import check_lock, socket_fits
 from speedopt.knobs import Knobs, validate, value_text
@@ -58,7 +58,7 @@ class SearchPlan:
         p = self.protocol
         return TrialOptions(
             steps=p.steps, max_steps=p.max_steps, warmup=p.warmup, timeout_s=p.trial_timeout_s, device=p.device,
-            engine=engine_name(p.engine), yolov5_dir=p.yolov5_dir,
+            **p.engine_spec.record(),  # its engine checked when the protocol was made (or read)
             ram_limit_gb=p.ram_limit_bytes / 2**30 if p.ram_limit_bytes else None,  # and back to bytes exactly
         )
 
@@ -135,9 +135,8 @@ def plan(config: SearchConfig, dataset: Dataset | None = None) -> SearchPlan:
         data=str(ds.yaml_path),
         dataset=fp_data,
         machine=here,
-        engine=config.engine,
+        **options.engine_spec.resolved().record(),
         engine_version=eng.version(),
-        yolov5_dir=options.checkout,
         device=device,
         space=space,
         baseline=base,
@@ -271,8 +270,8 @@ def _temp_note(space: Space) -> list[str]:
 def default_study_name(ds: Dataset, protocol: StudyProtocol) -> str:
     """``<dataset>-<gpu-or-cpu>-<hash of dataset and machine fingerprints, engine, device>``."""
     parts: list[Any] = [protocol.dataset.id, protocol.machine.key.to_dict(), protocol.engine, protocol.device]
-    if protocol.yolov5_dir:
-        parts.append(protocol.yolov5_dir)
+    if protocol.engine_spec.checkout:
+        parts.append(protocol.engine_spec.checkout)
     key = json.dumps(parts, sort_keys=True)
     return f"{ds.name}-{protocol.machine.short_name}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from speedopt import engines
 from speedopt.knobs import Knobs
 from speedopt.measure import Ceiling, key_of
 from speedopt.search import _ceilings as ceilings_mod
@@ -37,7 +36,7 @@ class RankingStage(Stage):
         skip = (
             "the space is too large to enumerate its ceilings" if grid is None
             else "ceilings are measured on one GPU; this search varies gpus" if "gpus" in p.space.sampled()
-            else f"the {p.engine} engine measures no ceilings" if not engines.get(p.engine, yolov5_dir=p.yolov5_dir).supports_ceilings
+            else f"the {p.engine} engine measures no ceilings" if not p.engine_spec.engine.supports_ceilings
             else rank_mod.skip_mode(p.ceiling_rank, len(grid), p.trials)
         )
         if skip is not None or grid is None:

@@ -13,7 +13,6 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from speedopt import engines
 from speedopt.measure import warm_worker
 from speedopt.offline import cache_dir
 from speedopt.quality import Judge, ProbeTarget
@@ -81,9 +80,9 @@ def _warm(plan: SearchPlan, view: View) -> contextlib.AbstractContextManager[obj
     :func:`~speedopt.measure.warm_worker` around several searches); none with ``plan.warm`` off (``--cold``)
     or when it cannot start."""
     p = plan.protocol
-    env = engines.get(p.engine, yolov5_dir=p.yolov5_dir).environment(cache_dir())
+    env = p.engine_spec.engine.environment(cache_dir())
     note = "starting a warm worker: torch and the trainer imported once, every trial forked from it"
-    return warm_worker(p.engine, p.yolov5_dir, env, on_start=lambda: view.note(note), enabled=plan.warm)
+    return warm_worker(p.engine_spec, env=env, on_start=lambda: view.note(note), enabled=plan.warm)
 
 
 #: The search, in order (issue 55): a new stage is its module and a line here.
@@ -131,7 +130,7 @@ def _context(
         yamls = [p.data, *(c.yaml for c in p.copies)]
         inputs = Inputs(study_dataset(plan), label_caches(plan, study, view, yamls, runner), runner=runner)
     target = ProbeTarget(
-        p.data, p.dataset.id, p.engine, p.yolov5_dir, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
+        p.data, p.dataset.id, p.engine_spec, p.device, tuple((c.imgsz, c.yaml) for c in p.copies),
         p.copies[0].format if p.copies else "", p.dataset.train_images, p.epochs,
     )
     judge = Judge(

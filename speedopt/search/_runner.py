@@ -18,7 +18,7 @@ from speedopt.measure import JobOutcome, LabelCaches, TrialProgress, TrialReques
 
 if TYPE_CHECKING:
     from speedopt.data import Dataset
-    from speedopt.engines import EngineName
+    from speedopt.engines import EngineSpec
     from speedopt.measure import ProbeJob, ValidateJob
 
 Progress = Callable[[TrialProgress], None]
@@ -43,8 +43,8 @@ class Runner:
         return run_job(job, owner, progress, on_wait)
 
     def label_caches(
-        self, yamls: Sequence[str], engine: EngineName, yolov5_dir: str | None, images: int, owner: str,
+        self, yamls: Sequence[str], engine_spec: EngineSpec, images: int, owner: str,
         progress: Progress | None = None, on_wait: Say | None = None,
     ) -> LabelCaches:
         """The trainer's label caches of ``yamls``, built once per study before its first trial."""
-        return build_label_caches(yamls, engine, yolov5_dir, images, owner, progress=progress, on_wait=on_wait)
+        return build_label_caches(yamls, engine_spec, images, owner, progress=progress, on_wait=on_wait)

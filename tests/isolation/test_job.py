@@ -105,12 +105,13 @@ def test_a_forked_job_is_waited_for_and_ends_with_the_workers_it_started(fork_se
 @pytest.mark.xdist_group("launch")  # launches are found by their marker on the whole host (see tests/measure/test_launch.py)
 def test_a_warm_job_and_a_ddp_launch_end_their_workers_the_same_way(fork_server, tmp_path, ends):
     """Each with a worker of its own (the rank's in a session of its own): both ended by Job.end, nothing left."""
+    from speedopt.engines import EngineSpec
     from speedopt.measure import _runner, _warm
     from speedopt.measure._launch import LaunchOptions, plan_launch, run_launch
 
     forked, launched = tmp_path / "forked", tmp_path / "launched"
     forked.mkdir()
-    warm = _warm.WarmWorker("ultralytics", None, {}, fork_server.process, fork_server.sock, 0.0)
+    warm = _warm.WarmWorker(EngineSpec("ultralytics"), {}, fork_server.process, fork_server.sock, 0.0)
     timed_out, _ = _runner._run_one(forked, {}, 10.0, lambda: None, warm)  # the measure runner's one way
     pids = _pids(forked / "pids")
     assert timed_out and len(pids) == 2, (forked / "child.log").read_text()

@@ -10,6 +10,7 @@ import pytest
 
 from speedopt import quality
 from speedopt.cli._progress import accuracy_text
+from speedopt.engines import EngineSpec
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.quality import Feasibility, ProbeBudget
@@ -96,7 +97,7 @@ class Scripted(quality.Judge):
 
 
 def _judge(grow_s: float, maps, mode="all", run_epochs=100, train_images=100, **policy) -> Scripted:
-    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu", train_images=train_images, run_epochs=run_epochs)
+    target = quality.ProbeTarget("data.yaml", "id", EngineSpec("ultralytics"), "cpu", train_images=train_images, run_epochs=run_epochs)
     p = quality.Policy(mode=mode, epochs=2, fraction=1.0, grow_s=grow_s, **policy)
     return Scripted(p, target, Knobs(model="yolov5n", imgsz=160, batch=8), storage=None, owner="t", maps=maps)
 

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 from speedopt import data as demo_data
 from speedopt import quality
 from speedopt.data import load
+from speedopt.engines import EngineSpec
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs
 from speedopt.status import Status
@@ -62,7 +63,7 @@ def test_a_reference_that_learned_nothing_makes_every_other_signature_unknown_wi
     from speedopt.cli._progress import accuracy_text
     from speedopt.quality._judge import Reference
 
-    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    target = quality.ProbeTarget("data.yaml", "id", EngineSpec("ultralytics"), "cpu")
     base = Knobs(model="yolov5n", imgsz=640, batch=16)
     judge = quality.Judge(quality.Policy(mode="all"), target, base, storage=None, owner="t")
     blind = "the baseline probes reached only mAP50-95 0.0000 (under 0.05): they learned too little"
@@ -106,7 +107,7 @@ def test_unchecked_knobs_name_what_quality_off_changed():
 def test_quality_off_verdict_says_when_accuracy_was_not_checked():
     from speedopt.cli._progress import accuracy_text
 
-    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    target = quality.ProbeTarget("data.yaml", "id", EngineSpec("ultralytics"), "cpu")
     judge = quality.Judge(quality.Policy(mode="off"), target, Knobs(), storage=None, owner="t")  # off: never opened
     small = judge.verdict(Knobs(model="yolov5n", imgsz=320), 100.0, None)
     assert small.reason == "accuracy not checked: model, imgsz differ from the baseline"
@@ -309,7 +310,7 @@ def test_quality_all_judges_a_config_that_lazy_probing_skips():
     """``--quality all`` never skips a signature for being slow (fills the probe cache deterministically)."""
     from speedopt.quality._judge import Reference
 
-    target = quality.ProbeTarget("data.yaml", "id", "ultralytics", None, "cpu")
+    target = quality.ProbeTarget("data.yaml", "id", EngineSpec("ultralytics"), "cpu")
     slow = Knobs(model="yolov5n", imgsz=96)
     lazy = quality.Judge(quality.Policy(mode="probe"), target, Knobs(), storage=None, owner="t")
     assert lazy.verdict(slow, 10.0, best_feasible=50.0).feasibility is quality.Feasibility.UNPROBED

@@ -6,12 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from speedopt.engines import EngineSpec
 from speedopt.knobs import Knobs
 from speedopt.reporting._recommended import gives_up, honoured_section
 
 
 def _rows(engine: str, device: str) -> dict[str, str]:
-    lines = honoured_section(SimpleNamespace(engine=engine, yolov5_dir=None, device=device))  # type: ignore[arg-type]
+    lines = honoured_section(SimpleNamespace(engine_spec=EngineSpec(engine), device=device))  # type: ignore[arg-type]
     return {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ") and " | " in line[2:]}
 
 

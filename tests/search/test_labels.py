@@ -52,7 +52,7 @@ def fakes(monkeypatch):
         return TrialResult(Status.OK, "fake", request.knobs, request.requested, request.device, request.engine,
                            images_per_s=speed, steps=3, images_total=request.images_total, label_scan_s=0.0)
 
-    def build(yamls, engine, yolov5_dir, images, owner, progress=None, on_wait=None):
+    def build(yamls, engine_spec, images, owner, progress=None, on_wait=None):
         seen["builds"].append(list(yamls))
         splits = (SplitLabels("train", "/x/labels/train.cache", 48, 0.1, False, "h1", "1.0.12"),
                   SplitLabels("val", "/x/labels/val.cache", 4, 0.1, False, "h2", "1.0.12"))
