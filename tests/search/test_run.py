@@ -158,19 +158,25 @@ def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_ya
 
 @pytest.mark.slow
 def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
+    """SIGKILL of the search in the middle of a trial, then a resume: the trial is failed and retried once with its
+    knobs. Its trials measure 20 steps, and the kill follows the look that found one running at once: with 3 steps a
+    trial could end between that look and the kill on a loaded machine (2026-12-06, 1 run in 9 under load)."""
     url = f"sqlite:///{tmp_path}/s.db"
+    longer = [*FAST[:FAST.index("--steps")], "--steps", "20", "--max-steps", "20", *FAST[FAST.index("--warmup"):]]
     argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url,
-            "--space", str(space_file), "--baseline", BASELINE, *FAST]
+            "--space", str(space_file), "--baseline", BASELINE, *longer]
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}  # the jobs' private folders: under this test's folder
     (tmp_path / "tmp").mkdir()
     search = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     child = None
-    while time.monotonic() < deadline and child is None:
+    while time.monotonic() < deadline:
         kids = [p for p in psutil.Process(search.pid).children(recursive=True) if _job_kind(p) == "trial"]  # not the labels job
         # mid-trial: its job runs and its trial has its params (a kill between two trials, before the next one's
         # params, leaves nothing to retry with the same params)
         child = kids[0] if kids and _running_has_params(url) else None
+        if child is not None:
+            break
         time.sleep(0.2)
     assert child is not None, "no trial started"
     os.kill(search.pid, signal.SIGKILL)
