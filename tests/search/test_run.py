@@ -160,7 +160,7 @@ def test_ram_cache_that_does_not_fit_is_infeasible_and_the_study_goes_on(demo_ya
 def test_sigkill_mid_trial_then_resume(demo_yaml, space_file, tmp_path):
     """SIGKILL of the search in the middle of a trial, then a resume: the trial is failed and retried once with its
     knobs. Its trials measure 20 steps, and the kill follows the look that found one running at once: with 3 steps a
-    trial could end between that look and the kill on a loaded machine (2026-12-06, 1 run in 9 under load)."""
+    trial could end between that look and the kill on a loaded machine (2026-12-06, once in 11 runs under load)."""
     url = f"sqlite:///{tmp_path}/s.db"
     longer = [*FAST[:FAST.index("--steps")], "--steps", "20", "--max-steps", "20", *FAST[FAST.index("--warmup"):]]
     argv = [sys.executable, "-m", "speedopt", "search", "--data", str(demo_yaml), "--trials", "3", "--storage", url,
