@@ -837,15 +837,15 @@ def test_two_searches_share_a_postgres_study_through_a_killed_owner(faults: Faul
     assert finals is not None and finals.complete and decision is not None and decision.complete, (out + err)[-3000:]
     for measured in (finals.measured, decision.measured):
         keys = [(m.round, m.of) for m in measured]
-        assert len(keys) == len(set(keys)), keys  # nothing measured twice
-    assert [mode for mode, _ in decision.failures] == ["default"] and decision.choice is None
+        assert len(keys) == len(set(keys)), (keys, (out + err)[-3000:])  # nothing measured twice
+    assert [mode for mode, _ in decision.failures] == ["default"] and decision.choice is None, (decision, (out + err)[-3000:])
     from speedopt.search._claim import claim_name
 
     ours = claim_name(name, "finals", 1).rsplit("-finals-1", 1)[0]
     assert not [n for n in optuna.get_all_study_names(storage) if n.startswith(ours)]  # the dead owner's claim went too
     done = records(study)
     configs = [r.config for r in done]
-    assert len(configs) == len(set(configs)) == 2  # each config measured once: the killed run's trial was not redone
+    assert len(configs) == len(set(configs)) == 2, (configs, (out + err)[-3000:])  # each config once: the killed run's trial not redone
     report = faults.run("report", "--storage", url, "--study", name, timeout=600, env=_env(faults))
     assert report.returncode == 0, report.stderr[-2000:]
     written = "".join(p.read_text(errors="replace") for p in (faults.work / "reports").rglob("*") if p.suffix in (".md", ".csv"))
