@@ -22,7 +22,7 @@ from speedopt.engines._base import (
 from speedopt.engines._common import PG_TIMEOUT_ENV, ddp_rank
 from speedopt.engines._registry import DEFAULT, NAMES, EngineName, engine_class, engine_name, get, words
 from speedopt.engines._silent import WATCHED as SILENT_STATUS
-from speedopt.engines._spec import EngineSpec
+from speedopt.engines._spec import EngineSpec, RecordsEngine
 from speedopt.engines._words import Words
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "EngineName",
     "EngineReport",
     "EngineSpec",
+    "RecordsEngine",
     "LabelCacheBuild",
     "NAMES",
     "ProbeRun",

@@ -71,3 +71,15 @@ class EngineSpec:
     def record(self) -> SpecRecord:
         """This spec under the names a record's fields have (a study's protocol, a job, the API's keywords)."""
         return {"engine": self.name, "yolov5_dir": self.checkout}
+
+
+class RecordsEngine:
+    """Mixed into a record that stores an engine spec as its fields ``engine`` and ``yolov5_dir`` (a study's protocol,
+    a job, the trial options): :attr:`engine_spec` reads the spec back, one way for every such record."""
+
+    __slots__ = ()
+
+    @property
+    def engine_spec(self: Recorded) -> EngineSpec:
+        """The engine the record names, from the checkout it records as given (:meth:`EngineSpec.resolved`: absolute)."""
+        return EngineSpec.of(self)

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 from speedopt import defaults
-from speedopt.engines import EngineName, EngineSpec, LabelCacheBuild, ProbeScores, SplitLabels
+from speedopt.engines import EngineName, LabelCacheBuild, ProbeScores, RecordsEngine, SplitLabels
 from speedopt.knobs import Knobs
 from speedopt.measure._request import TrialRequest
 from speedopt.status import Status
 
 
 @dataclass(frozen=True)
-class _EngineJob:
+class _EngineJob(RecordsEngine):
     """What a probe and a validation pass share: the engine, the data, the knobs, the device."""
 
     engine: EngineName
@@ -33,10 +33,6 @@ class _EngineJob:
     timeout_s: float
     cache_dir: str
     weights: str | None = None  # a local checkpoint to start from (None: from scratch)
-
-    @property
-    def engine_spec(self) -> EngineSpec:
-        return EngineSpec.of(self)
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class ValidateJob(_EngineJob):
 
 
 @dataclass(frozen=True)
-class LabelsJob:
+class LabelsJob(RecordsEngine):
     """Build (or find valid) the trainer's own label cache of a data.yaml's full train and val splits."""
 
     kind: ClassVar[str] = "labels"
@@ -74,10 +70,6 @@ class LabelsJob:
     data_yaml: str
     timeout_s: float
     cache_dir: str
-
-    @property
-    def engine_spec(self) -> EngineSpec:
-        return EngineSpec.of(self)
 
 
 Job: TypeAlias = TrialRequest | ProbeJob | ValidateJob | LabelsJob

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from speedopt import defaults
-from speedopt.engines import Engine, EngineName, EngineSpec
+from speedopt.engines import Engine, EngineName, RecordsEngine
 from speedopt.errors import UsageError
 from speedopt.measure._checks import positive
 
 
 @dataclass(frozen=True)
-class TrialOptions:
+class TrialOptions(RecordsEngine):
     """One trial's measurement options; each default is the CLI's (see :mod:`speedopt.defaults`)."""
 
     steps: int = defaults.STEPS  # the minimum measured steps
@@ -56,11 +56,6 @@ class TrialOptions:
     def ram_limit_bytes(self) -> int | None:
         """``--ram-limit`` in bytes (None: what is free)."""
         return None if self.ram_limit_gb is None else int(self.ram_limit_gb * 2**30)
-
-    @property
-    def engine_spec(self) -> EngineSpec:
-        """The engine these options name, its checkout as given (:meth:`EngineSpec.resolved`: made absolute)."""
-        return EngineSpec.of(self)
 
     @property
     def checkout(self) -> str | None:

@@ -11,7 +11,7 @@ from typing import ClassVar
 from speedopt import defaults, machine
 from speedopt import knobs as knobs_mod
 from speedopt.data import Dataset, load
-from speedopt.engines import EngineName, EngineSpec, SplitLabels
+from speedopt.engines import EngineName, RecordsEngine, SplitLabels
 from speedopt.isolation import check_lock, manifest_dir
 from speedopt.knobs import Knobs
 from speedopt.measure._checks import adjust_to_device, disk_cache_refusal, gpus_refusal, ram_cache_refusal
@@ -20,7 +20,7 @@ from speedopt.offline import cache_dir
 
 
 @dataclass(frozen=True)
-class TrialRequest:
+class TrialRequest(RecordsEngine):
     """A checked, ready-to-run speed trial: the job that crosses into the child process as JSON."""
 
     kind: ClassVar[str] = "trial"
@@ -49,10 +49,6 @@ class TrialRequest:
     label_caches: tuple[SplitLabels, ...] = ()  # the full splits' label caches the study built for data_yaml
     mode: str = "train"  # what is clocked: the trainer's steps, or one of its ceilings (speedopt.engines.MODES)
     optimizer: str = "auto"  # the user's run's optimizer argument: auto (the trainer's choice for the run), or one named
-
-    @property
-    def engine_spec(self) -> EngineSpec:
-        return EngineSpec.of(self)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from speedopt import defaults
 from speedopt.checkpoint import check_weights_file
 from speedopt.data import DatasetFingerprint
-from speedopt.engines import EngineName, EngineSpec
+from speedopt.engines import EngineName, RecordsEngine
 from speedopt.errors import UsageError
 from speedopt.knobs import Knobs, check_loads, parse_compile
 from speedopt.machine import MachineFingerprint
@@ -30,7 +30,7 @@ OBJECTIVE = "images/s"
 
 
 @dataclass(frozen=True)
-class StudyProtocol:
+class StudyProtocol(RecordsEngine):
     """The measurement protocol of a study and where it was made."""
 
     #: Fields a resumed study must match: changing one would mix incomparable measurements.
@@ -72,11 +72,6 @@ class StudyProtocol:
     #: torch.compile modes decided once at the end, on the recommendation (the space listed them; every trial runs
     #: eager): :class:`~speedopt.study.record_types.CompileDecision`. Empty: compile is the space's (off, or pinned).
     compile_modes: tuple[str, ...] = ()
-
-    @property
-    def engine_spec(self) -> EngineSpec:
-        """The engine the study measures, from the checkout it recorded (an imported study records none)."""
-        return EngineSpec.of(self)
 
     def data_yaml(self, knobs: Knobs) -> str:
         """The data.yaml a run with ``knobs`` trains on: the study's, or its prepared copy at the knobs' imgsz."""
