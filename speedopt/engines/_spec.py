@@ -77,9 +77,8 @@ class RecordsEngine:
     """Mixed into a record that stores an engine spec as its fields ``engine`` and ``yolov5_dir`` (a study's protocol,
     a job, the trial options): :attr:`engine_spec` reads the spec back, one way for every such record."""
 
-    __slots__ = ()
-
-    @property
+    @cached_property
     def engine_spec(self: Recorded) -> EngineSpec:
-        """The engine the record names, from the checkout it records as given (:meth:`EngineSpec.resolved`: absolute)."""
+        """The engine the record names, from the checkout it records as given (:meth:`EngineSpec.resolved`: absolute);
+        one spec per record, so its engine is built once for the record's life (records are frozen)."""
         return EngineSpec.of(self)
